@@ -1,0 +1,120 @@
+//! The `lamina` command line. Native only (a wasm32 build has no CLI); under
+//! qemu, scripts/test.sh names the emulator in LAMINA_EXEC_WRAPPER.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{model_path, REPO};
+
+fn lamina(args: &[&str]) -> Output {
+    let exe = env!("CARGO_BIN_EXE_lamina");
+    let wrapper = std::env::var("LAMINA_EXEC_WRAPPER").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    let mut cmd = match words.next() {
+        Some(program) => {
+            let mut c = Command::new(program);
+            c.args(words).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.args(args).output().expect("run lamina")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "lamina failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
+}
+
+#[test]
+fn info_prints_the_tensor_table() {
+    let out = stdout(&lamina(&[
+        "info",
+        &model_path("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    ]));
+    assert!(
+        out.starts_with("GGUF v3: 33 metadata keys, 272 tensors, alignment 32"),
+        "{out}"
+    );
+    assert!(out.contains("general.architecture"));
+    assert!(out.contains("\"llama\""));
+    assert!(out.contains("[string; 49152]"));
+    let embd = out
+        .lines()
+        .find(|l| l.contains("token_embd.weight"))
+        .unwrap();
+    let cols: Vec<&str> = embd.split_whitespace().collect();
+    assert_eq!(
+        cols,
+        [
+            "0",
+            "token_embd.weight",
+            "Q8_0",
+            "[576,",
+            "49152]",
+            "0",
+            "30081024"
+        ]
+    );
+    assert!(
+        out.contains("totals: 272 tensors (61 F32, 210 Q4_1, 1 Q8_0)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn info_json() {
+    let out = stdout(&lamina(&[
+        "info",
+        &model_path("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["version"], 3);
+    assert_eq!(v["metadata"]["general.architecture"], "llama");
+    assert_eq!(v["metadata"]["llama.block_count"], 30);
+    assert_eq!(
+        v["metadata"]["llama.attention.layer_norm_rms_epsilon"],
+        1e-5
+    );
+    assert_eq!(v["metadata"].as_object().unwrap().len(), 33);
+    // Keys in file order.
+    assert_eq!(
+        v["metadata"].as_object().unwrap().keys().next().unwrap(),
+        "general.architecture"
+    );
+    let tokens = &v["metadata"]["tokenizer.ggml.tokens"];
+    assert_eq!(tokens["element_type"], "string");
+    assert_eq!(tokens["len"], 49152);
+    assert_eq!(tokens["head"][1], "<|im_start|>");
+    let tensors = v["tensors"].as_array().unwrap();
+    assert_eq!(tensors.len(), 272);
+    assert_eq!(
+        tensors[0],
+        serde_json::json!({"name": "token_embd.weight", "type": "Q8_0",
+            "shape": [576, 49152], "offset": 0, "bytes": 30081024})
+    );
+    assert_eq!(v["totals"]["by_type"]["Q4_1"], 210);
+}
+
+#[test]
+fn bad_input_exits_1_with_the_message() {
+    let out = lamina(&["info", &format!("{REPO}/Cargo.toml")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "lamina: not a GGUF file: starts with 5b 70 61 63"
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = lamina(&["info", "/nonexistent.gguf"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent.gguf"));
+}

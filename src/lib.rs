@@ -1,0 +1,11 @@
+//! lamina: GGUF language models on the CPU, natively (aarch64 NEON/SVE, x86_64
+//! AVX2) and as WebAssembly (SIMD128). See DESIGN.md for the map.
+
+pub mod error;
+pub mod gguf;
+pub mod tensor;
+
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
+
+pub use error::{Error, Result};

@@ -1,0 +1,88 @@
+//! The JavaScript surface (wasm-bindgen). Errors reach JS as `Error` objects
+//! carrying the engine's message.
+
+use wasm_bindgen::prelude::*;
+
+use crate::gguf::{describe, GgufFile, StreamLoader};
+
+fn js_error(e: crate::Error) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn json_to_js(value: &serde_json::Value) -> Result<JsValue, JsError> {
+    let text = serde_json::to_string(value).map_err(|e| JsError::new(&e.to_string()))?;
+    js_sys::JSON::parse(&text).map_err(|_| JsError::new("cannot convert model info to JS"))
+}
+
+/// Describes a GGUF file held in memory: `{version, metadata, tensors, ...}` as
+/// `lamina info --json` prints it. Throws an `Error` on a bad file.
+#[wasm_bindgen(js_name = modelInfo)]
+pub fn model_info(bytes: &[u8]) -> Result<JsValue, JsError> {
+    let file = GgufFile::from_bytes(bytes.to_vec()).map_err(js_error)?;
+    json_to_js(&describe::to_json(&file))
+}
+
+/// Loads a GGUF file from chunks (a `File` read piece by piece, a `fetch` body).
+/// The header is checked as soon as it has arrived; the bytes are gathered once.
+#[wasm_bindgen(js_name = GgufStreamLoader)]
+pub struct JsStreamLoader {
+    inner: Option<StreamLoader>,
+    file: Option<GgufFile>,
+}
+
+#[wasm_bindgen(js_class = GgufStreamLoader)]
+impl JsStreamLoader {
+    /// A loader for a file of `totalBytes` bytes.
+    #[wasm_bindgen(constructor)]
+    pub fn new(total_bytes: f64) -> Result<JsStreamLoader, JsError> {
+        if !(total_bytes >= 0.0 && total_bytes.fract() == 0.0 && total_bytes < 2f64.powi(53)) {
+            return Err(JsError::new(&format!(
+                "totalBytes must be a whole number of bytes, got {total_bytes}"
+            )));
+        }
+        let inner = StreamLoader::new(total_bytes as u64).map_err(js_error)?;
+        Ok(JsStreamLoader {
+            inner: Some(inner),
+            file: None,
+        })
+    }
+
+    fn loader(&mut self) -> Result<&mut StreamLoader, JsError> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| JsError::new("the stream loader has already finished"))
+    }
+
+    /// Appends the next chunk; throws as soon as the bytes show a bad file.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsError> {
+        self.loader()?.push(chunk).map_err(js_error)
+    }
+
+    /// Bytes received so far.
+    #[wasm_bindgen(getter)]
+    pub fn received(&self) -> f64 {
+        match (&self.inner, &self.file) {
+            (Some(l), _) => l.received() as f64,
+            (None, Some(f)) => f.file_len() as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// Whether the header has arrived and been validated.
+    #[wasm_bindgen(getter, js_name = headerReady)]
+    pub fn header_ready(&self) -> bool {
+        self.file.is_some() || self.inner.as_ref().is_some_and(|l| l.header_ready())
+    }
+
+    /// Completes the load once every byte has arrived; returns the model info.
+    pub fn finish(&mut self) -> Result<JsValue, JsError> {
+        let loader = self
+            .inner
+            .take()
+            .ok_or_else(|| JsError::new("the stream loader has already finished"))?;
+        let file = loader.finish().map_err(js_error)?;
+        let info = json_to_js(&describe::to_json(&file));
+        self.file = Some(file);
+        info
+    }
+}
