@@ -155,6 +155,8 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn not_gguf_message_shows_the_bytes() {

@@ -112,3 +112,38 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn budget_is_four_times_the_file_plus_one_mib() {
+        let bytes = [0u8; 1000];
+        let mut r = Reader::new(&bytes, 1000);
+        r.charge(4000 + (1 << 20)).unwrap();
+        let e = r.charge(1).unwrap_err();
+        assert!(matches!(e, Error::TooLarge { file_len: 1000, .. }), "{e}");
+    }
+
+    #[test]
+    fn counts_are_bounded_by_the_whole_file_reads_by_the_bytes_present() {
+        // 16 bytes present of a 1000-byte file: a count of 100 eight-byte items
+        // fits the file, but reading past the 16 bytes is a truncation.
+        let mut bytes = 100u64.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&[0; 8]);
+        let mut r = Reader::new(&bytes, 1000);
+        assert_eq!(r.count(8, || "items".into()).unwrap(), 100);
+        assert!(matches!(
+            r.take(9, || "item".into()),
+            Err(Error::Truncated { .. })
+        ));
+        let mut r = Reader::new(&bytes, 16);
+        assert!(matches!(
+            r.count(8, || "items".into()),
+            Err(Error::CountTooLarge { .. })
+        ));
+    }
+}

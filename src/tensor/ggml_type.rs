@@ -107,6 +107,8 @@ impl fmt::Display for GgmlType {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]
     fn ids_and_names_round_trip() {

@@ -1,0 +1,14 @@
+# Shared settings for the scripts; sourced, not run.
+# The pinned nightly (rustc 1.97.0-nightly e50aa6fba, the one this machine image
+# ships as `nightly`) for cargo-fuzz and, later, the threaded wasm build.
+LAMINA_NIGHTLY=nightly-2026-05-20
+# Tools installed outside cargo (binaryen's wasm-opt from npm).
+LAMINA_TOOLS="${LAMINA_TOOLS:-$HOME/.cache/lamina/tools}"
+# Exact tool versions (wasm-bindgen-cli must equal the wasm-bindgen in Cargo.lock).
+WASM_PACK_VERSION=0.15.1
+CARGO_FUZZ_VERSION=0.13.2
+BINARYEN_VERSION=132.0.0
+# qemu CPU models the aarch64 tests run under: NEON only; NEON+dotprod;
+# NEON+dotprod+i8mm; SVE at 128, 256 and 512 bits.
+AARCH64_CPUS=(cortex-a53 neoverse-n1 "max,sve=off" "max,sve128=on" "max,sve256=on" "max,sve512=on")
+export PATH="$LAMINA_TOOLS/node_modules/.bin:$HOME/.cargo/bin:$PATH"

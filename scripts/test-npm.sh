@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Packs npm/ (built by build-wasm.sh), installs the tarball offline into an empty
+# directory, and runs the Node smoke tests against the installed package.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+[ -f "$repo/npm/dist/lamina_bg.wasm" ] || { echo "test-npm: run scripts/build-wasm.sh first" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$repo/npm" && npm pack --silent --pack-destination "$work" >/dev/null)
+cd "$work"
+echo '{"name":"lamina-smoke","private":true,"type":"module"}' > package.json
+npm install --silent --offline --no-audit --no-fund ./lamina-*.tgz
+cp "$repo/wasm-tests/npm/"*.test.mjs .
+LAMINA_REPO="$repo" node --test --test-reporter=spec ./*.test.mjs

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The test command: set-up, then every target's tests, one summary line each.
+#   x86_64 native; aarch64 under qemu for each CPU model in scripts/env.sh;
+#   wasm32 in Node and in headless Chromium; the packed npm package in Node;
+#   a one-minute fuzz run of the GGUF parser.
+# Exits non-zero if any target fails or runs no tests.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+start=$SECONDS
+
+scripts/setup.sh || { echo "setup failed"; exit 1; }
+scripts/fetch-models.sh || { echo "fetch-models failed"; exit 1; }
+
+logs=target/test-logs
+mkdir -p "$logs"
+summary=()
+total_pass=0
+total_fail=0
+failed=0
+
+# run NAME COMMAND...: runs one target's tests, shows its output, and records
+# the passed/failed counts read from cargo's, wasm-bindgen's or node's results.
+run() {
+  local name=$1; shift
+  local log="$logs/${name//[^A-Za-z0-9_.-]/_}.log" t0=$SECONDS status pass fail
+  echo "=== $name: $*"
+  "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  pass=$(sed -nE 's/^test result: [A-Za-z]+\. ([0-9]+) passed.*/\1/p; s/^ℹ pass ([0-9]+)$/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+  fail=$(sed -nE 's/^test result: [A-Za-z]+\. [0-9]+ passed; ([0-9]+) failed.*/\1/p; s/^ℹ fail ([0-9]+)$/\1/p' "$log" | awk '{s+=$1} END {print s+0}')
+  if [ "$status" != 0 ] || [ "$pass" = 0 ]; then
+    failed=1
+    [ "$fail" = 0 ] && fail=1
+    summary+=("FAIL $name: $pass passed, $fail failed (exit $status, $((SECONDS - t0)) s; log $log)")
+  else
+    summary+=("ok   $name: $pass passed, $fail failed ($((SECONDS - t0)) s)")
+  fi
+  total_pass=$((total_pass + pass))
+  total_fail=$((total_fail + fail))
+}
+
+# --- native
+run "x86_64" cargo test --no-fail-fast
+
+# --- aarch64 under qemu, one run per CPU model (built once).
+cargo test --target aarch64-unknown-linux-gnu --no-run -q 2>&1 | tail -n 3
+for cpu in "${AARCH64_CPUS[@]}"; do
+  qemu="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu"
+  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$qemu" LAMINA_EXEC_WRAPPER="$qemu" \
+    run "aarch64 $cpu" cargo test --target aarch64-unknown-linux-gnu --no-fail-fast
+done
+
+# --- wasm32: Node runs every test; Chromium those that need no file system.
+export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+wasm_flags="-C target-feature=+simd128"
+RUSTFLAGS="$wasm_flags" run "wasm32 node" \
+  cargo test --target wasm32-unknown-unknown --no-fail-fast
+browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api)
+RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
+  run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-fail-fast "${browser_tests[@]}"
+
+# --- the npm package, packed and installed as a user would.
+run "npm node" bash -c 'scripts/build-wasm.sh && scripts/test-npm.sh'
+
+# --- fuzzing the parser for a minute (new inputs go to the ignored corpus dir).
+fuzz_seconds=${LAMINA_FUZZ_SECONDS:-60}
+fuzz() {
+  cargo "+$LAMINA_NIGHTLY" fuzz run gguf_parse -- -max_total_time="$fuzz_seconds" \
+    -print_final_stats=1 2>&1 | tail -n 40
+  local status=${PIPESTATUS[0]}
+  [ "$status" = 0 ] && echo "test result: ok. 1 passed; 0 failed (no crash in $fuzz_seconds s)"
+  return "$status"
+}
+run "fuzz gguf_parse" fuzz
+
+echo
+echo "=== summary ($((SECONDS - start)) s)"
+printf '%s\n' "${summary[@]}"
+echo "total: $total_pass passed, $total_fail failed"
+exit $failed

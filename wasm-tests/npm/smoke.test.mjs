@@ -1,0 +1,56 @@
+// Smoke test of the packed npm package, installed into an empty directory:
+// `import` works in Node, real models are described, bad input is an Error.
+// Run by scripts/test-npm.sh with LAMINA_REPO set to the repository.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { modelInfo, buildInfo, GgufStreamLoader } from 'lamina';
+
+const repo = process.env.LAMINA_REPO;
+const smollm2 = `${repo}/models/SmolLM2-135M-Instruct.Q4_1.gguf`;
+
+function requireModel(path) {
+  if (!existsSync(path)) {
+    throw new Error(`model missing at ${path}: run scripts/fetch-models.sh`);
+  }
+  return path;
+}
+
+test('reports which build runs', async () => {
+  assert.deepEqual(await buildInfo(), { build: 'single-thread', simd: 'simd128' });
+});
+
+test('describes SmolLM2 from a Uint8Array', async () => {
+  const bytes = await readFile(requireModel(smollm2));
+  const info = await modelInfo(new Uint8Array(bytes));
+  assert.equal(info.version, 3);
+  assert.equal(info.tensors.length, 272);
+  assert.equal(Object.keys(info.metadata).length, 33);
+  assert.equal(info.metadata['general.architecture'], 'llama');
+  assert.deepEqual(info.totals.by_type, { F32: 61, Q4_1: 210, Q8_0: 1 });
+  assert.deepEqual(info.tensors[0], {
+    name: 'token_embd.weight', type: 'Q8_0', shape: [576, 49152], offset: 0, bytes: 30081024,
+  });
+});
+
+test('streams a Blob in chunks with progress, same result', async () => {
+  const bytes = await readFile(requireModel(smollm2));
+  const fractions = [];
+  const info = await modelInfo(new Blob([bytes]), { onProgress: (f) => fractions.push(f) });
+  assert.equal(info.tensors.length, 272);
+  assert.ok(fractions.length >= 2, `progress called ${fractions.length} times`);
+  assert.equal(fractions.at(-1), 1);
+  assert.deepEqual(info, await modelInfo(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length)));
+});
+
+test('bad input rejects with an Error carrying the engine message', async () => {
+  await assert.rejects(modelInfo(new Uint8Array([0x50, 0x4b, 3, 4, 0, 0])), (e) => {
+    assert.ok(e instanceof Error);
+    assert.equal(e.message, 'not a GGUF file: starts with 50 4b 03 04');
+    return true;
+  });
+  await assert.rejects(modelInfo(new Blob([new Uint8Array([0x47, 0x47, 0x55, 0x46, 1, 0, 0, 0])])), /unsupported GGUF version 1/);
+  assert.throws(() => new GgufStreamLoader(-5), /totalBytes/);
+  await assert.rejects(modelInfo(42), TypeError);
+});
