@@ -152,7 +152,11 @@ fn fixed<T, const N: usize>(
     r.charge(count * std::mem::size_of::<T>() as u64)?;
     Ok(bytes
         .chunks_exact(N)
-        .map(|c| decode(c.try_into().expect("chunks_exact gives N bytes")))
+        .map(|c| {
+            let mut raw = [0u8; N];
+            raw.copy_from_slice(c);
+            decode(raw)
+        })
         .collect())
 }
 
