@@ -117,6 +117,12 @@ pub enum Error {
         expected: &'static str,
     },
 
+    #[error("unsupported tensor type {ggml_type} in tensor '{tensor}'")]
+    UnsupportedTensorType {
+        tensor: String,
+        ggml_type: crate::tensor::GgmlType,
+    },
+
     #[error("tensor '{name}' is missing")]
     MissingTensor { name: String },
 
@@ -144,7 +150,7 @@ fn describe_magic(found: &[u8]) -> String {
 }
 
 impl Error {
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
         Error::Io {
             context: context.into(),
             source,

@@ -3,6 +3,7 @@
 
 pub mod error;
 pub mod gguf;
+pub mod requantize;
 pub mod tensor;
 
 #[cfg(target_arch = "wasm32")]

@@ -254,3 +254,43 @@ pub fn random_model(seed: u64) -> ModelSpec {
         tensors,
     }
 }
+
+/// The deterministic inputs behind native-tests/golden/ggml_quantizers.json
+/// (its "inputs" field describes them; every operation is exact in f32, so
+/// ggml's C harness and this produce the same floats).
+pub fn ggml_test_values(seed: u64, n: usize) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let mut x = Vec::with_capacity(n);
+    for _ in 0..n / 32 {
+        let kind = rng.below(40);
+        let scale = 2f32.powi(rng.below(16) as i32 - 8);
+        for _ in 0..32 {
+            let mut v = ((rng.next_u64() >> 40) as f32 / 16777216.0 - 0.5) * scale;
+            if kind == 0 {
+                v = 0.0;
+            } else if kind == 1 {
+                v = scale;
+            } else if kind == 2 {
+                v = v.abs() + scale;
+            } else if rng.below(64) == 0 {
+                v *= 16.0;
+            }
+            x.push(v);
+        }
+    }
+    x
+}
+
+/// Hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The bytes of f32 values, little-endian.
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}

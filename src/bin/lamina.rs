@@ -2,7 +2,7 @@
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
-    use std::io::Write;
+    use std::io::{IsTerminal, Write};
     use std::path::PathBuf;
     use std::process::ExitCode;
 
@@ -26,12 +26,27 @@ mod cli {
             #[arg(long)]
             json: bool,
         },
+        /// Requantize a model, as `llama-quantize --allow-requantize IN OUT TYPE`.
+        Quantize {
+            /// The source GGUF file.
+            input: PathBuf,
+            /// Where to write the result.
+            output: PathBuf,
+            /// Target type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 or Q6_K.
+            #[arg(value_name = "TYPE")]
+            target: String,
+        },
     }
 
     pub fn main() -> ExitCode {
         let cli = Cli::parse();
         let result = match cli.command {
             Command::Info { model, json } => info(&model, json),
+            Command::Quantize {
+                input,
+                output,
+                target,
+            } => quantize(&input, &output, &target),
         };
         match result {
             Ok(()) => ExitCode::SUCCESS,
@@ -50,6 +65,27 @@ mod cli {
             describe::to_text(&file)
         };
         write_stdout(&text)
+    }
+
+    fn quantize(input: &PathBuf, output: &PathBuf, target: &str) -> lamina::Result<()> {
+        use lamina::requantize::{requantize, Target};
+        let target = Target::from_name(target)?;
+        let file = GgufFile::open(input)?;
+        let interactive = std::io::stderr().is_terminal();
+        let writer = requantize(&file, target, |done, total| {
+            if interactive {
+                eprint!(
+                    "\rlamina: quantizing to {}: {done}/{total} tensors",
+                    target.name
+                );
+            }
+        })?;
+        if interactive {
+            eprintln!();
+        }
+        let out = std::fs::File::create(output)
+            .map_err(|e| lamina::Error::io(format!("cannot create {}", output.display()), e))?;
+        writer.write_to(std::io::BufWriter::new(out))
     }
 
     /// Writes to stdout; a reader that went away (`| head`) is not an error.

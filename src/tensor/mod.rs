@@ -1,8 +1,14 @@
-//! ggml tensor types: the type ids GGUF files carry and their block geometry.
-//!
-//! The compute kernels (later) support a subset of these; the file format layer
-//! knows them all so that any well-formed file can be read and described.
+//! Tensor element types: the ggml type ids GGUF files carry (`GgmlType`), the
+//! subset lamina computes with (`DType`), their block layouts, and reference
+//! quantization and dequantization bit-exact with ggml's.
 
+pub mod blocks;
+pub mod convert;
+pub mod dequantize;
+mod dtype;
 mod ggml_type;
+pub mod kquants;
+pub mod quantize;
 
+pub use dtype::DType;
 pub use ggml_type::GgmlType;

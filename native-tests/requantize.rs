@@ -1,0 +1,102 @@
+//! `lamina quantize` reproduces llama-quantize: requantizing the SmolLM2 Q4_1
+//! file to Q4_0, Q8_0 and F16 gives llama.cpp's files, tensor for tensor and
+//! byte for byte (../shared/golden/smollm2/quantize.json).
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use common::{golden_path, model_path, read_file, sha256_hex};
+use lamina::gguf::GgufFile;
+use lamina::requantize::{plan, requantize, Target};
+
+fn check(target_name: &str) {
+    let golden: serde_json::Value =
+        serde_json::from_slice(&read_file(&golden_path("smollm2/quantize.json"))).unwrap();
+    let expected = &golden["outputs"][target_name];
+    let file =
+        GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap();
+    let target = Target::from_name(target_name).unwrap();
+    let bytes = requantize(&file, target, |_, _| {}).unwrap().to_bytes();
+    let out = GgufFile::from_bytes(bytes).unwrap();
+
+    let tensors = expected["tensors"].as_array().unwrap();
+    assert_eq!(out.tensors().len(), tensors.len());
+    for (t, e) in out.tensors().iter().zip(tensors) {
+        assert_eq!(
+            t.name,
+            e["name"].as_str().unwrap(),
+            "{target_name}: tensor order"
+        );
+        assert_eq!(
+            t.ggml_type.name(),
+            e["type"].as_str().unwrap(),
+            "{target_name}: {}",
+            t.name
+        );
+        assert_eq!(
+            sha256_hex(out.tensor_data(t).unwrap()),
+            e["sha256"].as_str().unwrap(),
+            "{target_name}: data of {}",
+            t.name
+        );
+    }
+    assert_eq!(
+        out.metadata().get_u32("general.file_type").unwrap() as u64,
+        expected["model"]["metadata"]["general.file_type"]
+            .as_u64()
+            .unwrap()
+    );
+    assert_eq!(
+        sha256_hex(out.bytes()),
+        expected["model"]["sha256"].as_str().unwrap(),
+        "{target_name}: whole file"
+    );
+}
+
+#[test]
+fn requantize_to_q4_0_like_llama_quantize() {
+    check("Q4_0");
+}
+
+#[test]
+fn requantize_to_q8_0_like_llama_quantize() {
+    check("Q8_0");
+}
+
+#[test]
+fn requantize_to_f16_like_llama_quantize() {
+    check("F16");
+}
+
+#[test]
+fn output_rule_and_fallbacks() {
+    let file =
+        GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap();
+    // The tied token embedding is the output: Q6_K would need rows of 256, so Q8_0.
+    for name in ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q6_K"] {
+        let p = plan(&file, Target::from_name(name).unwrap()).unwrap();
+        let embd = p.iter().find(|p| p.name == "token_embd.weight").unwrap();
+        assert_eq!(embd.to.name(), "Q8_0", "{name}");
+        // Norms stay F32.
+        assert!(p
+            .iter()
+            .filter(|p| p.name.ends_with("norm.weight"))
+            .all(|p| p.to.name() == "F32"));
+    }
+    // Q6_K needs rows of 256: the 576-wide weights fall back to Q8_0, the
+    // 1536-wide ffn_down weights take Q6_K.
+    let p = plan(&file, Target::from_name("q6_k").unwrap()).unwrap();
+    for t in p.iter().filter(|p| p.from.name() == "Q4_1") {
+        let row = file.tensor(&t.name).unwrap().shape[0];
+        let want = if row == 1536 { "Q6_K" } else { "Q8_0" };
+        assert_eq!(t.to.name(), want, "{}", t.name);
+    }
+    assert_eq!(p.iter().filter(|p| p.to.name() == "Q6_K").count(), 30);
+    let e = Target::from_name("Q4_K_M").unwrap_err();
+    assert!(
+        e.to_string().contains("unknown quantization type 'Q4_K_M'"),
+        "{e}"
+    );
+}

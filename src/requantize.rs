@@ -1,0 +1,250 @@
+//! Requantizing a model file the way `llama-quantize --allow-requantize` does:
+//! the same tensors converted (2-D+ weights, never norms or a few small special
+//! tensors), the same output-tensor rule and fallbacks, the same tensor order
+//! and metadata, so that the result is the file llama.cpp would write.
+
+use std::cmp::Ordering;
+
+use crate::error::{Error, Result};
+use crate::gguf::{GgufFile, GgufWriter, TensorInfo, Value};
+use crate::tensor::{convert, DType, GgmlType};
+
+/// A target file type, as `llama-quantize` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub name: &'static str,
+    /// llama.cpp's `llama_ftype`, stored as `general.file_type`.
+    pub file_type: u32,
+    /// The type most weights get.
+    pub default: DType,
+}
+
+/// The targets lamina writes: plain and legacy types, and Q6_K. (The k-quant
+/// mixes such as Q4_K_M, which vary the type by layer, are not offered.)
+pub const TARGETS: &[Target] = &[
+    Target {
+        name: "F32",
+        file_type: 0,
+        default: DType::F32,
+    },
+    Target {
+        name: "F16",
+        file_type: 1,
+        default: DType::F16,
+    },
+    Target {
+        name: "BF16",
+        file_type: 32,
+        default: DType::BF16,
+    },
+    Target {
+        name: "Q4_0",
+        file_type: 2,
+        default: DType::Q4_0,
+    },
+    Target {
+        name: "Q4_1",
+        file_type: 3,
+        default: DType::Q4_1,
+    },
+    Target {
+        name: "Q5_0",
+        file_type: 8,
+        default: DType::Q5_0,
+    },
+    Target {
+        name: "Q5_1",
+        file_type: 9,
+        default: DType::Q5_1,
+    },
+    Target {
+        name: "Q8_0",
+        file_type: 7,
+        default: DType::Q8_0,
+    },
+    Target {
+        name: "Q6_K",
+        file_type: 18,
+        default: DType::Q6_K,
+    },
+];
+
+impl Target {
+    pub fn from_name(name: &str) -> Result<Target> {
+        TARGETS
+            .iter()
+            .find(|t| t.name.eq_ignore_ascii_case(name))
+            .copied()
+            .ok_or_else(|| {
+                let names: Vec<&str> = TARGETS.iter().map(|t| t.name).collect();
+                Error::InvalidArgument(format!(
+                    "unknown quantization type '{name}'; supported: {}",
+                    names.join(", ")
+                ))
+            })
+    }
+}
+
+/// What happens to one tensor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorPlan {
+    pub name: String,
+    pub from: GgmlType,
+    pub to: GgmlType,
+}
+
+/// ggml's dimension count: trailing dimensions of 1 do not count.
+fn n_dims(shape: &[u64]) -> usize {
+    shape.iter().rposition(|&d| d > 1).map_or(1, |i| i + 1)
+}
+
+/// Whether llama-quantize would convert this tensor at all.
+fn is_quantizable(t: &TensorInfo) -> bool {
+    const NEVER: &[&str] = &[
+        "_norm.weight",
+        "ffn_gate_inp.weight",
+        "ssm_conv1d.weight",
+        "time_mix_first.weight",
+        "time_mix_w1.weight",
+        "time_mix_w2.weight",
+        "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight",
+        "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight",
+    ];
+    t.name.ends_with("weight")
+        && n_dims(&t.shape) >= 2
+        && !NEVER.iter().any(|s| t.name.contains(s))
+        && t.name != "position_embd.weight"
+        && t.name != "token_types.weight"
+}
+
+/// llama.cpp's choice for one weight: the output tensor (or the token embedding
+/// standing in for it) gets Q6_K unless its rows are not whole blocks of the
+/// target (then Q8_0), and a type whose blocks do not divide the rows falls
+/// back to a close type that does.
+fn choose_type(target: Target, t: &TensorInfo, is_output: bool) -> Result<DType> {
+    let row = t.shape.first().copied().unwrap_or(1);
+    let mut ty = target.default;
+    if !ty.is_quantized() {
+        return Ok(ty);
+    }
+    if is_output {
+        if row % ty.block_size() as u64 != 0 {
+            ty = DType::Q8_0;
+        } else if ty != DType::Q8_0 {
+            ty = DType::Q6_K;
+        }
+    }
+    if row % ty.block_size() as u64 != 0 {
+        ty = match ty {
+            DType::Q4_K => DType::Q5_0,
+            DType::Q5_K => DType::Q5_1,
+            DType::Q6_K => DType::Q8_0,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor '{}' has rows of {row}, not a multiple of {ty}'s block of {}",
+                    t.name,
+                    ty.block_size()
+                )))
+            }
+        };
+        if row % ty.block_size() as u64 != 0 {
+            ty = DType::F16;
+        }
+    }
+    Ok(ty)
+}
+
+/// The layer of a `blk.N.` tensor, or -1.
+fn layer_of(name: &str) -> i64 {
+    name.strip_prefix("blk.")
+        .map(|rest| rest.split('.').next().unwrap_or(""))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(-1)
+}
+
+/// llama.cpp's tensor order: by layer (unnumbered tensors first), then by name.
+fn llama_order(a: &str, b: &str) -> Ordering {
+    layer_of(a).cmp(&layer_of(b)).then_with(|| a.cmp(b))
+}
+
+/// The conversion of every tensor, in the order they will be written.
+pub fn plan(file: &GgufFile, target: Target) -> Result<Vec<TensorPlan>> {
+    let has_output = file.tensor("output.weight").is_some();
+    let mut tensors: Vec<&TensorInfo> = file.tensors().iter().collect();
+    tensors.sort_by(|a, b| llama_order(&a.name, &b.name));
+    tensors
+        .into_iter()
+        .map(|t| {
+            let to = if is_quantizable(t) {
+                let is_output =
+                    t.name == "output.weight" || (!has_output && t.name == "token_embd.weight");
+                choose_type(target, t, is_output)?.ggml_type()
+            } else {
+                t.ggml_type
+            };
+            Ok(TensorPlan {
+                name: t.name.clone(),
+                from: t.ggml_type,
+                to,
+            })
+        })
+        .collect()
+}
+
+/// Converts one tensor's data (dequantize to f32, quantize to the new type).
+fn convert_tensor(file: &GgufFile, info: &TensorInfo, to: DType) -> Result<Vec<u8>> {
+    let from = DType::of_tensor(info.ggml_type, &info.name)?;
+    if !convert::can_quantize(to) {
+        return Err(Error::InvalidArgument(format!(
+            "cannot quantize tensor '{}' to {to}",
+            info.name
+        )));
+    }
+    let n = info.n_elements() as usize;
+    let values = convert::to_f32(from, file.tensor_data(info)?, n)?;
+    convert::from_f32(to, &values)
+}
+
+/// Writes `file` requantized to `target`. `progress(done, total)` is called after
+/// each tensor.
+pub fn requantize(
+    file: &GgufFile,
+    target: Target,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<GgufWriter<'_>> {
+    let plan = plan(file, target)?;
+    let mut w = GgufWriter::new();
+    w.set_version(file.version())?;
+    const REPLACED: &[&str] = &[
+        "general.quantization_version",
+        "general.file_type",
+        "split.no",
+        "split.count",
+        "split.tensors.count",
+    ];
+    for (key, value) in file.metadata().iter() {
+        if !REPLACED.contains(&key) {
+            w.add_metadata(key, value.clone())?;
+        }
+    }
+    // llama.cpp sets these last (ggml's current quantization format is 2).
+    w.add_metadata("general.quantization_version", Value::U32(2))?;
+    w.add_metadata("general.file_type", Value::U32(target.file_type))?;
+
+    for (i, p) in plan.iter().enumerate() {
+        let info = file.tensor(&p.name).ok_or_else(|| Error::MissingTensor {
+            name: p.name.clone(),
+        })?;
+        if p.to == p.from {
+            w.add_tensor(p.name.clone(), p.to, &info.shape, file.tensor_data(info)?)?;
+        } else {
+            let to = DType::of_tensor(p.to, &p.name)?;
+            let data = convert_tensor(file, info, to)?;
+            w.add_tensor(p.name.clone(), p.to, &info.shape, data)?;
+        }
+        progress(i + 1, plan.len());
+    }
+    Ok(w)
+}

@@ -1,0 +1,167 @@
+//! Quantized block layouts, bit-identical to ggml's (`ggml-common.h`): each is a
+//! `#[repr(C)]` struct next to a compile-time size check, so a wrong layout
+//! fails the build rather than a test.
+
+use half::f16;
+
+use super::GgmlType;
+use crate::error::{Error, Result};
+
+/// Elements per block of the legacy types (Q4_0 .. Q8_1).
+pub const QK: usize = 32;
+/// Elements per super-block of the k-quants.
+pub const QK_K: usize = 256;
+
+/// A quantized block: plain old data (every bit pattern is a valid value), so a
+/// tensor's bytes can be viewed as a slice of blocks.
+///
+/// # Safety
+/// Implementors must be `#[repr(C)]`, contain only integer and float fields
+/// (no padding, no invalid bit patterns), and have `size_of` equal to the
+/// type's block size in GGUF.
+pub unsafe trait Block: Copy + 'static {
+    const TYPE: GgmlType;
+    /// Elements per block.
+    const ELEMENTS: usize;
+
+    /// A block of zero bytes.
+    fn zeroed() -> Self {
+        // SAFETY: all-zero bytes are a valid value of plain old data.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+macro_rules! blocks {
+    ($($(#[$doc:meta])* $name:ident: $ty:ident, $elements:expr, $bytes:literal {
+        $($field:ident: $fty:ty),* $(,)?
+    })*) => {$(
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct $name { $(pub $field: $fty),* }
+
+        const _: () = assert!(std::mem::size_of::<$name>() == $bytes);
+
+        // SAFETY: repr(C), integer/f16/f32 fields only, size checked above.
+        unsafe impl Block for $name {
+            const TYPE: GgmlType = GgmlType::$ty;
+            const ELEMENTS: usize = $elements;
+        }
+    )*};
+}
+
+blocks! {
+    /// 4-bit, symmetric: x = d * (q - 8).
+    BlockQ4_0: Q4_0, QK, 18 { d: f16, qs: [u8; QK / 2] }
+    /// 4-bit with a minimum: x = d * q + m.
+    BlockQ4_1: Q4_1, QK, 20 { d: f16, m: f16, qs: [u8; QK / 2] }
+    /// 5-bit, symmetric; the fifth bits of the 32 values packed in `qh`.
+    BlockQ5_0: Q5_0, QK, 22 { d: f16, qh: [u8; 4], qs: [u8; QK / 2] }
+    /// 5-bit with a minimum.
+    BlockQ5_1: Q5_1, QK, 24 { d: f16, m: f16, qh: [u8; 4], qs: [u8; QK / 2] }
+    /// 8-bit, symmetric.
+    BlockQ8_0: Q8_0, QK, 34 { d: f16, qs: [i8; QK] }
+    /// 8-bit with `s` = d * sum(qs) (activations for Q4_1/Q5_1 dot products).
+    BlockQ8_1: Q8_1, QK, 36 { d: f16, s: f16, qs: [i8; QK] }
+    /// 2-bit k-quant: 16 sub-blocks of 16 with 4-bit scales and mins.
+    BlockQ2K: Q2_K, QK_K, 84 { scales: [u8; QK_K / 16], qs: [u8; QK_K / 4], d: f16, dmin: f16 }
+    /// 3-bit k-quant: high bits in `hmask`, 6-bit scales packed in 12 bytes.
+    BlockQ3K: Q3_K, QK_K, 110 { hmask: [u8; QK_K / 8], qs: [u8; QK_K / 4], scales: [u8; 12], d: f16 }
+    /// 4-bit k-quant: 8 sub-blocks of 32 with 6-bit scales and mins.
+    BlockQ4K: Q4_K, QK_K, 144 { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; QK_K / 2] }
+    /// 5-bit k-quant.
+    BlockQ5K: Q5_K, QK_K, 176 { d: f16, dmin: f16, scales: [u8; 12], qh: [u8; QK_K / 8], qs: [u8; QK_K / 2] }
+    /// 6-bit k-quant: 16 sub-blocks of 16 with 8-bit scales.
+    BlockQ6K: Q6_K, QK_K, 210 { ql: [u8; QK_K / 2], qh: [u8; QK_K / 4], scales: [i8; QK_K / 16], d: f16 }
+    /// 8-bit k-quant activations, with sums of each 16 values.
+    BlockQ8K: Q8_K, QK_K, 292 { d: f32, qs: [i8; QK_K], bsums: [i16; QK_K / 16] }
+}
+
+/// Views `bytes` as blocks. The length must be a whole number of blocks and the
+/// start suitably aligned (GGUF data always is: tensors start 32-byte aligned).
+pub fn as_blocks<B: Block>(bytes: &[u8]) -> Result<&[B]> {
+    check_view::<B>(bytes.as_ptr(), bytes.len())?;
+    // SAFETY: B is plain old data (Block's contract); length and alignment
+    // were checked above; the lifetime is tied to `bytes`.
+    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), bytes.len() / size_of::<B>()) })
+}
+
+/// Mutable `as_blocks`.
+pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> Result<&mut [B]> {
+    check_view::<B>(bytes.as_ptr(), bytes.len())?;
+    // SAFETY: as in `as_blocks`; the borrow is exclusive.
+    Ok(unsafe {
+        std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), bytes.len() / size_of::<B>())
+    })
+}
+
+/// The bytes of a slice of blocks, as stored in GGUF.
+pub fn blocks_as_bytes<B: Block>(blocks: &[B]) -> &[u8] {
+    // SAFETY: B has no padding (Block's contract), so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(blocks.as_ptr().cast(), std::mem::size_of_val(blocks)) }
+}
+
+/// Mutable `blocks_as_bytes`.
+pub fn blocks_as_bytes_mut<B: Block>(blocks: &mut [B]) -> &mut [u8] {
+    // SAFETY: no padding, and any byte pattern is a valid B (Block's contract).
+    unsafe {
+        std::slice::from_raw_parts_mut(blocks.as_mut_ptr().cast(), std::mem::size_of_val(blocks))
+    }
+}
+
+fn check_view<B: Block>(ptr: *const u8, len: usize) -> Result<()> {
+    if len % size_of::<B>() != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{} bytes is not a whole number of {} blocks ({} bytes each)",
+            len,
+            B::TYPE,
+            size_of::<B>()
+        )));
+    }
+    if ptr.align_offset(std::mem::align_of::<B>()) != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{} data is not {}-byte aligned",
+            B::TYPE,
+            std::mem::align_of::<B>()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn check<B: Block>() {
+        assert_eq!(size_of::<B>() as u64, B::TYPE.block_bytes(), "{}", B::TYPE);
+        assert_eq!(B::ELEMENTS as u64, B::TYPE.block_size(), "{}", B::TYPE);
+    }
+
+    #[test]
+    fn layouts_agree_with_the_type_table() {
+        check::<BlockQ4_0>();
+        check::<BlockQ4_1>();
+        check::<BlockQ5_0>();
+        check::<BlockQ5_1>();
+        check::<BlockQ8_0>();
+        check::<BlockQ8_1>();
+        check::<BlockQ2K>();
+        check::<BlockQ3K>();
+        check::<BlockQ4K>();
+        check::<BlockQ5K>();
+        check::<BlockQ6K>();
+        check::<BlockQ8K>();
+    }
+
+    #[test]
+    fn views_check_length_and_alignment() {
+        let storage = vec![0u16; 40];
+        // SAFETY (test): viewing initialised u16s as bytes.
+        let bytes: &[u8] = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast(), 80) };
+        assert_eq!(as_blocks::<BlockQ4_0>(&bytes[..36]).unwrap().len(), 2);
+        assert!(as_blocks::<BlockQ4_0>(&bytes[..35]).is_err());
+        assert!(as_blocks::<BlockQ4_0>(&bytes[1..37]).is_err());
+    }
+}
