@@ -118,3 +118,50 @@ fn bad_input_exits_1_with_the_message() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot open /nonexistent.gguf"));
 }
+
+#[test]
+fn devices_reports_the_selected_variant() {
+    let out = stdout(&lamina(&["devices", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0]["kind"], "cpu");
+    let variants = devices[0]["variants"].as_array().unwrap();
+    let names: Vec<&str> = variants
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "scalar",
+            "avx2",
+            "neon",
+            "neon-dotprod",
+            "neon-i8mm",
+            "sve",
+            "simd128"
+        ]
+    );
+    let selected: Vec<&str> = variants
+        .iter()
+        .filter(|v| v["selected"] == true)
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(selected.len(), 1);
+    if let Ok(expected) = std::env::var("LAMINA_EXPECT_VARIANT") {
+        assert_eq!(selected[0], expected);
+    }
+    assert!(variants
+        .iter()
+        .all(|v| v["supported"] == false || v["compiled"] == true));
+
+    let out = stdout(&lamina(&["--cpu-variant", "scalar", "devices", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["devices"][0]["forced"], true);
+    assert_eq!(v["devices"][0]["variants"][0]["selected"], true);
+
+    let out = lamina(&["--cpu-variant", "simd128", "devices"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CPU variant 'simd128' cannot run here"));
+}

@@ -40,13 +40,20 @@ run() {
   total_fail=$((total_fail + fail))
 }
 
-# --- native
-run "x86_64" cargo test --no-fail-fast
+# --- native; the expected variant comes from /proc/cpuinfo, not from lamina.
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
+  native_variant=avx2
+else
+  native_variant=scalar
+fi
+LAMINA_EXPECT_VARIANT=$native_variant run "x86_64" cargo test --no-fail-fast
 
 # --- aarch64 under qemu, one run per CPU model (built once).
 cargo test --target aarch64-unknown-linux-gnu --no-run -q 2>&1 | tail -n 3
 for cpu in "${AARCH64_CPUS[@]}"; do
   qemu="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu"
+  read -r expect_variant expect_bits <<<"${AARCH64_EXPECT[$cpu]}"
+  LAMINA_EXPECT_VARIANT=$expect_variant LAMINA_EXPECT_SVE_BITS=$expect_bits \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$qemu" LAMINA_EXEC_WRAPPER="$qemu" \
     run "aarch64 $cpu" cargo test --target aarch64-unknown-linux-gnu --no-fail-fast
 done
@@ -56,7 +63,7 @@ export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 wasm_flags="-C target-feature=+simd128"
 RUSTFLAGS="$wasm_flags" run "wasm32 node" \
   cargo test --target wasm32-unknown-unknown --no-fail-fast
-browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api)
+browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api --test kernels --test registry)
 RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
   run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-fail-fast "${browser_tests[@]}"
 

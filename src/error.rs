@@ -123,6 +123,9 @@ pub enum Error {
         ggml_type: crate::tensor::GgmlType,
     },
 
+    #[error("CPU variant '{variant}' cannot run here: {why}")]
+    UnsupportedVariant { variant: String, why: String },
+
     #[error("tensor '{name}' is missing")]
     MissingTensor { name: String },
 

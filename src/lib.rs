@@ -1,6 +1,7 @@
 //! lamina: GGUF language models on the CPU, natively (aarch64 NEON/SVE, x86_64
 //! AVX2) and as WebAssembly (SIMD128). See DESIGN.md for the map.
 
+pub mod backend;
 pub mod error;
 pub mod gguf;
 pub mod requantize;

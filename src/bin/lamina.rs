@@ -7,17 +7,31 @@ mod cli {
     use std::process::ExitCode;
 
     use clap::{Parser, Subcommand};
+    use lamina::backend::cpu::{CpuRegistry, CpuVariant};
+    use lamina::backend::{Device, Registry};
     use lamina::gguf::{describe, GgufFile};
+    use serde_json::json;
 
     #[derive(Parser)]
     #[command(name = "lamina", version, about = "GGUF language models on the CPU")]
     struct Cli {
         #[command(subcommand)]
         command: Command,
+        /// Force a CPU kernel variant (scalar, avx2, neon, neon-dotprod,
+        /// neon-i8mm, sve, simd128); default: LAMINA_CPU_VARIANT, else the best
+        /// this CPU supports.
+        #[arg(long, global = true, value_name = "NAME")]
+        cpu_variant: Option<String>,
     }
 
     #[derive(Subcommand)]
     enum Command {
+        /// List the compute devices and CPU kernel variants, and which is selected.
+        Devices {
+            /// Print one JSON object.
+            #[arg(long)]
+            json: bool,
+        },
         /// Print a GGUF file's version, metadata and tensor table.
         Info {
             /// The GGUF file.
@@ -40,14 +54,16 @@ mod cli {
 
     pub fn main() -> ExitCode {
         let cli = Cli::parse();
-        let result = match cli.command {
-            Command::Info { model, json } => info(&model, json),
-            Command::Quantize {
-                input,
-                output,
-                target,
-            } => quantize(&input, &output, &target),
-        };
+        let result =
+            CpuRegistry::new(cli.cpu_variant.as_deref()).and_then(|registry| match cli.command {
+                Command::Devices { json } => devices(&registry, json),
+                Command::Info { model, json } => info(&model, json),
+                Command::Quantize {
+                    input,
+                    output,
+                    target,
+                } => quantize(&input, &output, &target),
+            });
         match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -64,6 +80,78 @@ mod cli {
         } else {
             describe::to_text(&file)
         };
+        write_stdout(&text)
+    }
+
+    fn devices(registry: &CpuRegistry, json: bool) -> lamina::Result<()> {
+        let cpu = registry.cpu();
+        let features = cpu.features();
+        let variants: Vec<_> = CpuVariant::ALL
+            .into_iter()
+            .map(|v| {
+                json!({
+                    "name": v.name(),
+                    "requires": v.requires().iter().map(|f| f.name()).collect::<Vec<_>>(),
+                    "compiled": v.compiled(),
+                    "supported": v.supported(features),
+                    "score": v.score(),
+                    "selected": v == cpu.variant(),
+                })
+            })
+            .collect();
+        let report = json!({"devices": [{
+            "name": cpu.name(),
+            "kind": cpu.kind().name(),
+            "description": cpu.description(),
+            "features": features.describe(),
+            "forced": cpu.forced(),
+            "variants": variants,
+        }]});
+        if json {
+            return write_stdout(&format!("{report}\n"));
+        }
+        let mut text = String::new();
+        for device in registry.devices() {
+            text += &format!(
+                "{} ({}): {}\n",
+                device.name(),
+                device.kind().name(),
+                device.description()
+            );
+        }
+        text += &format!(
+            "  {:<14} {:<22} {:>9} {:>5}\n",
+            "variant", "requires", "supported", "score"
+        );
+        for v in CpuVariant::ALL {
+            let requires: Vec<&str> = v.requires().iter().map(|f| f.name()).collect();
+            let mark = if v == cpu.variant() {
+                if cpu.forced() {
+                    "  <- selected (forced)"
+                } else {
+                    "  <- selected"
+                }
+            } else {
+                ""
+            };
+            text += &format!(
+                "  {:<14} {:<22} {:>9} {:>5}{mark}\n",
+                v.name(),
+                if requires.is_empty() {
+                    "-".to_string()
+                } else {
+                    requires.join("+")
+                },
+                if v.supported(features) {
+                    "yes"
+                } else if v.compiled() {
+                    "no"
+                } else {
+                    "not built"
+                },
+                v.score()
+            );
+        }
         write_stdout(&text)
     }
 

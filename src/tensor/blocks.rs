@@ -157,7 +157,7 @@ mod tests {
 
     #[test]
     fn views_check_length_and_alignment() {
-        let storage = vec![0u16; 40];
+        let storage = [0u16; 40];
         // SAFETY (test): viewing initialised u16s as bytes.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast(), 80) };
         assert_eq!(as_blocks::<BlockQ4_0>(&bytes[..36]).unwrap().len(), 2);

@@ -1,0 +1,429 @@
+//! Every SIMD kernel against its scalar twin, on random data across sizes, for
+//! every variant this machine supports (x86_64 natively; aarch64 under qemu
+//! with several CPU models; wasm32 in Node).
+//! Tolerances come from the arithmetic: integer parts are exact, so a kernel
+//! that combines blocks in the scalar order must match bit for bit; one that
+//! accumulates in vector lanes may differ by float rounding only, bounded by
+//! n·ε·Σ|terms|.
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use common::{ggml_test_values, Rng};
+use lamina::backend::cpu::kernels::VecDotFn;
+use lamina::backend::cpu::{CpuDevice, CpuVariant, Kernels};
+use lamina::tensor::blocks::*;
+use lamina::tensor::quantize;
+
+/// Block counts, including odd ones and a single block.
+const BLOCKS: [usize; 6] = [1, 2, 3, 7, 18, 48];
+
+fn variants() -> Vec<(CpuVariant, Kernels)> {
+    let device = CpuDevice::new(Some("scalar")).unwrap();
+    let supported: Vec<_> = CpuVariant::compiled_variants()
+        .into_iter()
+        .filter(|v| v.supported(device.features()))
+        .map(|v| (v, device.kernels_for(v).unwrap()))
+        .collect();
+    assert!(!supported.is_empty());
+    supported
+}
+
+fn random_values(rng: &mut Rng, n: usize) -> Vec<f32> {
+    ggml_test_values(rng.next_u64(), n)
+}
+
+fn quantized<B: Block + Copy>(x: &[f32], f: fn(&[f32], &mut [B])) -> Vec<B> {
+    let mut out = vec![B::zeroed(); x.len() / B::ELEMENTS];
+    f(x, &mut out);
+    out
+}
+
+/// Variants whose quantized dot products combine blocks in the scalar order and
+/// so must equal the scalar result exactly (AVX2 accumulates in float lanes).
+fn exact(variant: CpuVariant) -> bool {
+    variant != CpuVariant::Avx2
+}
+
+/// Float sums may be reassociated: allow n·ε·Σ|terms| (plus a denormal floor).
+fn assert_close(what: &str, got: f32, want: f32, magnitude: f32, terms: usize) {
+    let tol = magnitude * f32::EPSILON * (terms as f32 + 2.0) + 1e-30;
+    assert!(
+        (got - want).abs() <= tol,
+        "{what}: {got} vs scalar {want} (tolerance {tol})"
+    );
+}
+
+#[test]
+fn quantize_q8_0_matches_scalar_exactly() {
+    let scalar = Kernels::scalar();
+    let mut rng = Rng::new(1);
+    for (variant, k) in variants() {
+        for blocks in BLOCKS {
+            let x = random_values(&mut rng, blocks * QK);
+            let a = quantized(&x, k.quantize_q8_0);
+            let b = quantized(&x, scalar.quantize_q8_0);
+            assert_eq!(a, b, "{variant}, {blocks} blocks");
+        }
+        // Exact halves after scaling: 127 * 0.5/127 etc. round away from zero.
+        let mut x = vec![0.0f32; QK];
+        x[0] = 127.0;
+        for (i, v) in x.iter_mut().enumerate().skip(1) {
+            *v = (i as f32 - 16.0) + 0.5;
+        }
+        assert_eq!(
+            quantized(&x, k.quantize_q8_0),
+            quantized(&x, scalar.quantize_q8_0),
+            "{variant}: ties"
+        );
+    }
+}
+
+/// Runs one vec_dot kernel of every variant against scalar.
+fn check_vec_dot<X: Block + Copy, Y: Block + Copy>(
+    name: &str,
+    pick: fn(&Kernels) -> VecDotFn<X, Y>,
+    make_x: fn(&[f32]) -> Vec<X>,
+    make_y: fn(&[f32]) -> Vec<Y>,
+    terms: fn(&[X], &[Y]) -> f32,
+) {
+    let scalar = pick(&Kernels::scalar());
+    let mut rng = Rng::new(2);
+    for (variant, k) in variants() {
+        let f = pick(&k);
+        for blocks in BLOCKS {
+            let x = make_x(&random_values(&mut rng, blocks * X::ELEMENTS));
+            let y = make_y(&random_values(&mut rng, blocks * X::ELEMENTS));
+            let (got, want) = (f(&x, &y), scalar(&x, &y));
+            if exact(variant) {
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{name} {variant} {blocks} blocks: {got} vs {want}"
+                );
+            }
+            assert_close(
+                &format!("{name} {variant} {blocks} blocks"),
+                got,
+                want,
+                terms(&x, &y),
+                blocks,
+            );
+        }
+    }
+}
+
+fn q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
+    quantized(x, quantize::q8_0)
+}
+fn q8_1(x: &[f32]) -> Vec<BlockQ8_1> {
+    quantized(x, quantize::q8_1)
+}
+fn q8_k(x: &[f32]) -> Vec<BlockQ8K> {
+    quantized(x, quantize::q8_k)
+}
+
+/// Σ over blocks of |d_x·d_y| times the largest possible integer sum: a bound on
+/// the magnitude of the terms being added.
+fn block_magnitude<X, Y>(
+    x: &[X],
+    y: &[Y],
+    dx: fn(&X) -> f32,
+    dy: fn(&Y) -> f32,
+    max_int: f32,
+) -> f32 {
+    x.iter()
+        .zip(y)
+        .map(|(a, b)| (dx(a) * dy(b)).abs() * max_int)
+        .sum()
+}
+
+#[test]
+fn vec_dot_q4_0_q8_0() {
+    check_vec_dot(
+        "q4_0·q8_0",
+        |k| k.vec_dot_q4_0_q8_0,
+        |x| quantized(x, quantize::q4_0),
+        q8_0,
+        |x, y| block_magnitude(x, y, |a| a.d.to_f32(), |b| b.d.to_f32(), 32.0 * 8.0 * 127.0),
+    );
+}
+
+#[test]
+fn vec_dot_q4_1_q8_1() {
+    check_vec_dot(
+        "q4_1·q8_1",
+        |k| k.vec_dot_q4_1_q8_1,
+        |x| quantized(x, quantize::q4_1),
+        q8_1,
+        |x, y| {
+            block_magnitude(
+                x,
+                y,
+                |a| a.d.to_f32(),
+                |b| b.d.to_f32(),
+                32.0 * 15.0 * 127.0,
+            ) + x
+                .iter()
+                .zip(y)
+                .map(|(a, b)| (a.m.to_f32() * b.s.to_f32()).abs())
+                .sum::<f32>()
+        },
+    );
+}
+
+#[test]
+fn vec_dot_q5_0_q8_0() {
+    check_vec_dot(
+        "q5_0·q8_0",
+        |k| k.vec_dot_q5_0_q8_0,
+        |x| quantized(x, quantize::q5_0),
+        q8_0,
+        |x, y| {
+            block_magnitude(
+                x,
+                y,
+                |a| a.d.to_f32(),
+                |b| b.d.to_f32(),
+                32.0 * 16.0 * 127.0,
+            )
+        },
+    );
+}
+
+#[test]
+fn vec_dot_q5_1_q8_1() {
+    check_vec_dot(
+        "q5_1·q8_1",
+        |k| k.vec_dot_q5_1_q8_1,
+        |x| quantized(x, quantize::q5_1),
+        q8_1,
+        |x, y| {
+            block_magnitude(
+                x,
+                y,
+                |a| a.d.to_f32(),
+                |b| b.d.to_f32(),
+                32.0 * 31.0 * 127.0,
+            ) + x
+                .iter()
+                .zip(y)
+                .map(|(a, b)| (a.m.to_f32() * b.s.to_f32()).abs())
+                .sum::<f32>()
+        },
+    );
+}
+
+#[test]
+fn vec_dot_q8_0_q8_0() {
+    check_vec_dot(
+        "q8_0·q8_0",
+        |k| k.vec_dot_q8_0_q8_0,
+        q8_0,
+        q8_0,
+        |x, y| {
+            block_magnitude(
+                x,
+                y,
+                |a| a.d.to_f32(),
+                |b| b.d.to_f32(),
+                32.0 * 127.0 * 127.0,
+            )
+        },
+    );
+}
+
+#[test]
+fn vec_dot_k_quants() {
+    check_vec_dot(
+        "q4_K·q8_K",
+        |k| k.vec_dot_q4_k_q8_k,
+        |x| quantized(x, lamina::tensor::kquants::q4_k),
+        q8_k,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| {
+                    (a.d.to_f32().abs() * 15.0 + a.dmin.to_f32().abs())
+                        * 63.0
+                        * b.d.abs()
+                        * 256.0
+                        * 127.0
+                })
+                .sum()
+        },
+    );
+    check_vec_dot(
+        "q5_K·q8_K",
+        |k| k.vec_dot_q5_k_q8_k,
+        |x| quantized(x, lamina::tensor::kquants::q5_k),
+        q8_k,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| {
+                    (a.d.to_f32().abs() * 31.0 + a.dmin.to_f32().abs())
+                        * 63.0
+                        * b.d.abs()
+                        * 256.0
+                        * 127.0
+                })
+                .sum()
+        },
+    );
+    check_vec_dot(
+        "q6_K·q8_K",
+        |k| k.vec_dot_q6_k_q8_k,
+        |x| quantized(x, lamina::tensor::kquants::q6_k),
+        q8_k,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| a.d.to_f32().abs() * 128.0 * 32.0 * b.d.abs() * 256.0 * 127.0)
+                .sum()
+        },
+    );
+}
+
+#[test]
+fn vec_dot_f32_and_f16() {
+    let scalar = Kernels::scalar();
+    let mut rng = Rng::new(3);
+    for (variant, k) in variants() {
+        for n in [1usize, 3, 15, 16, 17, 31, 64, 100, 1000] {
+            let x = random_values(&mut rng, n.div_ceil(32) * 32)[..n].to_vec();
+            let y = random_values(&mut rng, n.div_ceil(32) * 32)[..n].to_vec();
+            let mag: f32 = x.iter().zip(&y).map(|(a, b)| (a * b).abs()).sum();
+            assert_close(
+                &format!("f32 {variant} n={n}"),
+                (k.vec_dot_f32)(&x, &y),
+                (scalar.vec_dot_f32)(&x, &y),
+                mag,
+                n,
+            );
+            let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+            let yh: Vec<half::f16> = y.iter().map(|&v| half::f16::from_f32(v)).collect();
+            assert_close(
+                &format!("f16 {variant} n={n}"),
+                (k.vec_dot_f16)(&xh, &yh),
+                (scalar.vec_dot_f16)(&xh, &yh),
+                mag,
+                n,
+            );
+        }
+    }
+}
+
+/// The scalar kernels themselves against a plain f64 computation from the
+/// dequantized blocks: the integer parts are exact, so only float rounding
+/// remains.
+#[test]
+fn scalar_kernels_agree_with_dequantized_dot_products() {
+    use lamina::tensor::{convert, DType};
+    let mut rng = Rng::new(4);
+    let n = 256 * 4;
+    let x = random_values(&mut rng, n);
+    let y = random_values(&mut rng, n);
+    let s = Kernels::scalar();
+    let reference = |dx: DType, bx: &[u8], dy: DType, by: &[u8]| -> (f64, f64) {
+        let a = convert::to_f32(dx, bx, n).unwrap();
+        let b = convert::to_f32(dy, by, n).unwrap();
+        let dot: f64 = a.iter().zip(&b).map(|(p, q)| *p as f64 * *q as f64).sum();
+        let mag: f64 = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (*p as f64 * *q as f64).abs())
+            .sum();
+        (dot, mag)
+    };
+    let bytes = |v: &[u8]| v.to_vec();
+    let cases: Vec<(&str, f32, (f64, f64))> = vec![
+        {
+            let (a, b) = (quantized(&x, quantize::q4_0), q8_0(&y));
+            (
+                "q4_0",
+                (s.vec_dot_q4_0_q8_0)(&a, &b),
+                reference(
+                    DType::Q4_0,
+                    &bytes(blocks_as_bytes(&a)),
+                    DType::Q8_0,
+                    blocks_as_bytes(&b),
+                ),
+            )
+        },
+        {
+            let (a, b) = (quantized(&x, quantize::q5_0), q8_0(&y));
+            (
+                "q5_0",
+                (s.vec_dot_q5_0_q8_0)(&a, &b),
+                reference(
+                    DType::Q5_0,
+                    &bytes(blocks_as_bytes(&a)),
+                    DType::Q8_0,
+                    blocks_as_bytes(&b),
+                ),
+            )
+        },
+        {
+            let (a, b) = (q8_0(&x), q8_0(&y));
+            (
+                "q8_0",
+                (s.vec_dot_q8_0_q8_0)(&a, &b),
+                reference(
+                    DType::Q8_0,
+                    &bytes(blocks_as_bytes(&a)),
+                    DType::Q8_0,
+                    blocks_as_bytes(&b),
+                ),
+            )
+        },
+        {
+            let (a, b) = (quantized(&x, lamina::tensor::kquants::q4_k), q8_k(&y));
+            (
+                "q4_K",
+                (s.vec_dot_q4_k_q8_k)(&a, &b),
+                reference(
+                    DType::Q4_K,
+                    &bytes(blocks_as_bytes(&a)),
+                    DType::Q8_K,
+                    blocks_as_bytes(&b),
+                ),
+            )
+        },
+        {
+            let (a, b) = (quantized(&x, lamina::tensor::kquants::q5_k), q8_k(&y));
+            (
+                "q5_K",
+                (s.vec_dot_q5_k_q8_k)(&a, &b),
+                reference(
+                    DType::Q5_K,
+                    &bytes(blocks_as_bytes(&a)),
+                    DType::Q8_K,
+                    blocks_as_bytes(&b),
+                ),
+            )
+        },
+        {
+            let (a, b) = (quantized(&x, lamina::tensor::kquants::q6_k), q8_k(&y));
+            (
+                "q6_K",
+                (s.vec_dot_q6_k_q8_k)(&a, &b),
+                reference(
+                    DType::Q6_K,
+                    &bytes(blocks_as_bytes(&a)),
+                    DType::Q8_K,
+                    blocks_as_bytes(&b),
+                ),
+            )
+        },
+    ];
+    for (name, got, (want, mag)) in cases {
+        let tol = mag * 1e-5 + 1e-12;
+        assert!(
+            ((got as f64) - want).abs() <= tol,
+            "{name}: {got} vs {want} (tolerance {tol})"
+        );
+    }
+}

@@ -1,0 +1,178 @@
+//! x86_64 kernels with AVX2, FMA and F16C. Same names and signatures as
+//! `scalar.rs`; the safe wrappers are only placed in a kernel table after the
+//! registry has checked the features (see `Kernels::for_supported_variant`).
+
+use std::arch::x86_64::*;
+
+use super::kernels::Kernels;
+use crate::tensor::blocks::*;
+
+pub fn kernels(base: Kernels) -> Kernels {
+    Kernels {
+        quantize_q8_0,
+        vec_dot_q4_0_q8_0,
+        vec_dot_q4_1_q8_1,
+        vec_dot_q8_0_q8_0,
+        vec_dot_f32,
+        ..base
+    }
+}
+
+// The wrappers: SAFETY for each is that the table holding it exists only when
+// avx2, fma and f16c were detected.
+
+fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    unsafe { quantize_q8_0_impl(x, y) }
+}
+fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe { vec_dot_q4_0_q8_0_impl(x, y) }
+}
+fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    unsafe { vec_dot_q4_1_q8_1_impl(x, y) }
+}
+fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe { vec_dot_q8_0_q8_0_impl(x, y) }
+}
+fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    unsafe { vec_dot_f32_impl(x, y) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn hsum_f32(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+/// Round half away from zero, exactly like `f32::round`: truncate, then add
+/// one away from zero where the dropped fraction is at least a half.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn round_away(v: __m256) -> __m256 {
+    let t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    let frac = _mm256_sub_ps(v, t); // exact
+    let sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0));
+    let abs_frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0), frac);
+    let bump = _mm256_and_ps(
+        _mm256_cmp_ps(abs_frac, _mm256_set1_ps(0.5), _CMP_GE_OQ),
+        _mm256_or_ps(_mm256_set1_ps(1.0), sign),
+    );
+    _mm256_add_ps(t, bump)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
+    let abs_mask = _mm256_set1_ps(-0.0);
+    for (x, b) in x.chunks_exact(QK).zip(y) {
+        let p = x.as_ptr();
+        let v = [
+            _mm256_loadu_ps(p),
+            _mm256_loadu_ps(p.add(8)),
+            _mm256_loadu_ps(p.add(16)),
+            _mm256_loadu_ps(p.add(24)),
+        ];
+        let mut m = _mm256_andnot_ps(abs_mask, v[0]);
+        for vi in &v[1..] {
+            m = _mm256_max_ps(m, _mm256_andnot_ps(abs_mask, *vi));
+        }
+        let m128 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        let m128 = _mm_max_ps(m128, _mm_movehl_ps(m128, m128));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m128, _mm_movehdup_ps(m128)));
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = half::f16::from_f32(d);
+        let idv = _mm256_set1_ps(id);
+        let i: [__m256i; 4] =
+            std::array::from_fn(|k| _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], idv))));
+        // Pack 32 x i32 to i8 (packs interleave 128-bit lanes; permute back).
+        let i01 = _mm256_packs_epi32(i[0], i[1]);
+        let i23 = _mm256_packs_epi32(i[2], i[3]);
+        let i8s = _mm256_packs_epi16(i01, i23);
+        let i8s = _mm256_permutevar8x32_epi32(i8s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(b.qs.as_mut_ptr().cast(), i8s);
+    }
+}
+
+/// The 32 nibbles of a 16-byte array as bytes: low nibbles, then high nibbles.
+#[target_feature(enable = "avx2")]
+unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
+    let t = _mm_loadu_si128(qs.as_ptr().cast());
+    let both = _mm256_insertf128_si256(_mm256_castsi128_si256(t), _mm_srli_epi16(t, 4), 1);
+    _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
+}
+
+/// Eight i32 sums of products of u8 `a` and i8 `b`, as floats (exact: the sums
+/// are far below 2^24).
+#[target_feature(enable = "avx2")]
+unsafe fn dot_u8_i8(a: __m256i, b: __m256i) -> __m256 {
+    let pairs = _mm256_maddubs_epi16(a, b);
+    _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)))
+}
+
+/// The same for two i8 vectors (neither holding -128 where the other is
+/// negative, as quantized activations never do).
+#[target_feature(enable = "avx2")]
+unsafe fn dot_i8_i8(a: __m256i, b: __m256i) -> __m256 {
+    dot_u8_i8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a))
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn vec_dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in x.iter().zip(y) {
+        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
+        let qx = _mm256_sub_epi8(nibbles(&x.qs), _mm256_set1_epi8(8));
+        let qy = _mm256_loadu_si256(y.qs.as_ptr().cast());
+        acc = _mm256_fmadd_ps(d, dot_i8_i8(qx, qy), acc);
+    }
+    hsum_f32(acc)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    let mut mins = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        mins += x.m.to_f32() * y.s.to_f32();
+        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
+        let qy = _mm256_loadu_si256(y.qs.as_ptr().cast());
+        acc = _mm256_fmadd_ps(d, dot_u8_i8(nibbles(&x.qs), qy), acc);
+    }
+    hsum_f32(acc) + mins
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn vec_dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for (x, y) in x.iter().zip(y) {
+        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
+        let qx = _mm256_loadu_si256(x.qs.as_ptr().cast());
+        let qy = _mm256_loadu_si256(y.qs.as_ptr().cast());
+        acc = _mm256_fmadd_ps(d, dot_i8_i8(qx, qy), acc);
+    }
+    hsum_f32(acc)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let xv = _mm256_loadu_ps(x.as_ptr().add(i + 8 * k));
+            let yv = _mm256_loadu_ps(y.as_ptr().add(i + 8 * k));
+            *a = _mm256_fmadd_ps(xv, yv, *a);
+        }
+        i += 32;
+    }
+    let mut sum = hsum_f32(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ));
+    while i < n {
+        sum += x[i] * y[i];
+        i += 1;
+    }
+    sum
+}

@@ -1,0 +1,81 @@
+//! A variant's kernel table: plain `fn` pointers chosen once, when the variant is
+//! selected, never re-dispatched per call. Kernels a variant does not provide
+//! are the scalar ones.
+
+use half::f16;
+
+use super::scalar;
+use super::variant::CpuVariant;
+use crate::tensor::blocks::*;
+
+pub type QuantizeFn<B> = fn(&[f32], &mut [B]);
+pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
+
+/// Every kernel the engine calls through a variant.
+#[derive(Clone, Copy)]
+pub struct Kernels {
+    pub variant: CpuVariant,
+    pub quantize_q8_0: QuantizeFn<BlockQ8_0>,
+    pub quantize_q8_1: QuantizeFn<BlockQ8_1>,
+    pub quantize_q8_k: QuantizeFn<BlockQ8K>,
+    pub vec_dot_q4_0_q8_0: VecDotFn<BlockQ4_0, BlockQ8_0>,
+    pub vec_dot_q4_1_q8_1: VecDotFn<BlockQ4_1, BlockQ8_1>,
+    pub vec_dot_q5_0_q8_0: VecDotFn<BlockQ5_0, BlockQ8_0>,
+    pub vec_dot_q5_1_q8_1: VecDotFn<BlockQ5_1, BlockQ8_1>,
+    pub vec_dot_q8_0_q8_0: VecDotFn<BlockQ8_0, BlockQ8_0>,
+    pub vec_dot_q4_k_q8_k: VecDotFn<BlockQ4K, BlockQ8K>,
+    pub vec_dot_q5_k_q8_k: VecDotFn<BlockQ5K, BlockQ8K>,
+    pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
+    pub vec_dot_f16: VecDotFn<f16, f16>,
+    pub vec_dot_f32: VecDotFn<f32, f32>,
+}
+
+impl Kernels {
+    pub fn scalar() -> Kernels {
+        Kernels {
+            variant: CpuVariant::Scalar,
+            quantize_q8_0: scalar::quantize_q8_0,
+            quantize_q8_1: scalar::quantize_q8_1,
+            quantize_q8_k: scalar::quantize_q8_k,
+            vec_dot_q4_0_q8_0: scalar::vec_dot_q4_0_q8_0,
+            vec_dot_q4_1_q8_1: scalar::vec_dot_q4_1_q8_1,
+            vec_dot_q5_0_q8_0: scalar::vec_dot_q5_0_q8_0,
+            vec_dot_q5_1_q8_1: scalar::vec_dot_q5_1_q8_1,
+            vec_dot_q8_0_q8_0: scalar::vec_dot_q8_0_q8_0,
+            vec_dot_q4_k_q8_k: scalar::vec_dot_q4_k_q8_k,
+            vec_dot_q5_k_q8_k: scalar::vec_dot_q5_k_q8_k,
+            vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
+            vec_dot_f16: scalar::vec_dot_f16,
+            vec_dot_f32: scalar::vec_dot_f32,
+        }
+    }
+
+    /// The table for `variant`. The caller must have checked that this machine
+    /// supports it (`CpuVariant::supported`): the SIMD entries assume their
+    /// features are present.
+    pub(crate) fn for_supported_variant(variant: CpuVariant) -> Kernels {
+        let scalar = Kernels::scalar();
+        match variant {
+            CpuVariant::Scalar => scalar,
+            #[cfg(target_arch = "x86_64")]
+            CpuVariant::Avx2 => super::avx2::kernels(scalar),
+            #[cfg(target_arch = "aarch64")]
+            CpuVariant::Neon => super::neon::kernels(scalar),
+            #[cfg(target_arch = "aarch64")]
+            CpuVariant::NeonDotprod | CpuVariant::NeonI8mm => super::neon::dotprod_kernels(scalar),
+            #[cfg(target_arch = "aarch64")]
+            CpuVariant::Sve => super::sve::kernels(super::neon::dotprod_or_neon(scalar)),
+            #[cfg(target_arch = "wasm32")]
+            CpuVariant::Simd128 => super::simd128::kernels(scalar),
+            // Not compiled for this architecture: never supported, never here.
+            #[allow(unreachable_patterns)]
+            _ => scalar,
+        }
+        .with_variant(variant)
+    }
+
+    fn with_variant(mut self, variant: CpuVariant) -> Kernels {
+        self.variant = variant;
+        self
+    }
+}

@@ -1,0 +1,237 @@
+//! aarch64 kernels: NEON (stable intrinsics) and NEON with the dot-product
+//! extension (SDOT through inline asm: its intrinsic is not stable). Same names
+//! and signatures as `scalar.rs`. Each block's integer dot product is exact and
+//! is scaled and summed in the scalar kernel's order, so results equal the
+//! scalar kernels' bit for bit.
+
+use std::arch::aarch64::*;
+use std::arch::asm;
+
+use super::kernels::Kernels;
+use crate::tensor::blocks::*;
+
+/// NEON only (every AArch64 CPU).
+pub fn kernels(base: Kernels) -> Kernels {
+    Kernels {
+        quantize_q8_0,
+        vec_dot_q4_0_q8_0,
+        vec_dot_q4_1_q8_1,
+        vec_dot_q8_0_q8_0,
+        vec_dot_f32,
+        ..base
+    }
+}
+
+/// NEON with SDOT (dotprod), also used by the i8mm variant for vector dots.
+pub fn dotprod_kernels(base: Kernels) -> Kernels {
+    Kernels {
+        vec_dot_q4_0_q8_0: vec_dot_q4_0_q8_0_sdot,
+        vec_dot_q4_1_q8_1: vec_dot_q4_1_q8_1_sdot,
+        vec_dot_q8_0_q8_0: vec_dot_q8_0_q8_0_sdot,
+        ..kernels(base)
+    }
+}
+
+/// The best NEON table for kernels the SVE variant does not replace.
+pub fn dotprod_or_neon(base: Kernels) -> Kernels {
+    if std::arch::is_aarch64_feature_detected!("dotprod") {
+        dotprod_kernels(base)
+    } else {
+        kernels(base)
+    }
+}
+
+// Safe wrappers. SAFETY: NEON is part of every AArch64 CPU this target runs on;
+// the `_sdot` tables are only built when dotprod was detected.
+
+fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    unsafe { quantize_q8_0_impl(x, y) }
+}
+fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe { dot_blocks(x, y, |x, y| (q4_0_dot(x, y), x.d.to_f32(), y.d.to_f32())) }
+}
+fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    unsafe { q4_1_sum(x, y, |x, y| q4_1_dot(x, y)) }
+}
+fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe { q8_0_sum(x, y, |x, y| q8_dot(&x.qs, &y.qs)) }
+}
+fn vec_dot_q4_0_q8_0_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe {
+        dot_blocks(x, y, |x, y| {
+            (q4_0_dot_sdot(x, y), x.d.to_f32(), y.d.to_f32())
+        })
+    }
+}
+fn vec_dot_q4_1_q8_1_sdot(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    unsafe { q4_1_sum(x, y, |x, y| q4_1_dot_sdot(x, y)) }
+}
+fn vec_dot_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe { q8_0_sum(x, y, |x, y| q8_dot_sdot(&x.qs, &y.qs)) }
+}
+fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    unsafe { vec_dot_f32_impl(x, y) }
+}
+
+/// Σ sumi·dx·dy over blocks, in the scalar kernel's order.
+#[inline(always)]
+unsafe fn dot_blocks<X, Y>(x: &[X], y: &[Y], block: impl Fn(&X, &Y) -> (i32, f32, f32)) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let (sumi, dx, dy) = block(x, y);
+        sum += sumi as f32 * dx * dy;
+    }
+    sum
+}
+
+#[inline(always)]
+unsafe fn q8_0_sum(
+    x: &[BlockQ8_0],
+    y: &[BlockQ8_0],
+    dot: impl Fn(&BlockQ8_0, &BlockQ8_0) -> i32,
+) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        sum += dot(x, y) as f32 * (x.d.to_f32() * y.d.to_f32());
+    }
+    sum
+}
+
+#[inline(always)]
+unsafe fn q4_1_sum(
+    x: &[BlockQ4_1],
+    y: &[BlockQ8_1],
+    dot: impl Fn(&BlockQ4_1, &BlockQ8_1) -> i32,
+) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        sum += (x.d.to_f32() * y.d.to_f32()) * dot(x, y) as f32 + x.m.to_f32() * y.s.to_f32();
+    }
+    sum
+}
+
+/// Low and high nibbles of 16 bytes, as two vectors of values 0..15.
+#[inline(always)]
+unsafe fn nibbles(qs: &[u8; 16]) -> (int8x16_t, int8x16_t) {
+    let v = vld1q_u8(qs.as_ptr());
+    (
+        vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))),
+        vreinterpretq_s8_u8(vshrq_n_u8(v, 4)),
+    )
+}
+
+/// Σ a·b over 16 lanes, with widening multiplies (plain NEON).
+#[inline(always)]
+unsafe fn dot16(a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
+    let hi = vmull_high_s8(a, b);
+    vpaddlq_s16(vaddq_s16(lo, hi))
+}
+
+/// The same with SDOT.
+#[inline(always)]
+unsafe fn sdot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    asm!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc, a = in(vreg) a, b = in(vreg) b,
+        options(pure, nomem, nostack));
+    acc
+}
+
+#[inline(always)]
+unsafe fn q8_dot(x: &[i8; 32], y: &[i8; 32]) -> i32 {
+    let s0 = dot16(vld1q_s8(x.as_ptr()), vld1q_s8(y.as_ptr()));
+    let s1 = dot16(vld1q_s8(x.as_ptr().add(16)), vld1q_s8(y.as_ptr().add(16)));
+    vaddvq_s32(vaddq_s32(s0, s1))
+}
+
+#[target_feature(enable = "dotprod")]
+unsafe fn q8_dot_sdot(x: &[i8; 32], y: &[i8; 32]) -> i32 {
+    let acc = sdot16(vdupq_n_s32(0), vld1q_s8(x.as_ptr()), vld1q_s8(y.as_ptr()));
+    let acc = sdot16(
+        acc,
+        vld1q_s8(x.as_ptr().add(16)),
+        vld1q_s8(y.as_ptr().add(16)),
+    );
+    vaddvq_s32(acc)
+}
+
+#[inline(always)]
+unsafe fn q4_0_dot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
+    let (lo, hi) = nibbles(&x.qs);
+    let eight = vdupq_n_s8(8);
+    let s0 = dot16(vsubq_s8(lo, eight), vld1q_s8(y.qs.as_ptr()));
+    let s1 = dot16(vsubq_s8(hi, eight), vld1q_s8(y.qs.as_ptr().add(16)));
+    vaddvq_s32(vaddq_s32(s0, s1))
+}
+
+#[target_feature(enable = "dotprod")]
+unsafe fn q4_0_dot_sdot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
+    let (lo, hi) = nibbles(&x.qs);
+    let eight = vdupq_n_s8(8);
+    let acc = sdot16(vdupq_n_s32(0), vsubq_s8(lo, eight), vld1q_s8(y.qs.as_ptr()));
+    let acc = sdot16(acc, vsubq_s8(hi, eight), vld1q_s8(y.qs.as_ptr().add(16)));
+    vaddvq_s32(acc)
+}
+
+#[inline(always)]
+unsafe fn q4_1_dot(x: &BlockQ4_1, y: &BlockQ8_1) -> i32 {
+    let (lo, hi) = nibbles(&x.qs);
+    let s0 = dot16(lo, vld1q_s8(y.qs.as_ptr()));
+    let s1 = dot16(hi, vld1q_s8(y.qs.as_ptr().add(16)));
+    vaddvq_s32(vaddq_s32(s0, s1))
+}
+
+#[target_feature(enable = "dotprod")]
+unsafe fn q4_1_dot_sdot(x: &BlockQ4_1, y: &BlockQ8_1) -> i32 {
+    let (lo, hi) = nibbles(&x.qs);
+    let acc = sdot16(vdupq_n_s32(0), lo, vld1q_s8(y.qs.as_ptr()));
+    let acc = sdot16(acc, hi, vld1q_s8(y.qs.as_ptr().add(16)));
+    vaddvq_s32(acc)
+}
+
+unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
+    for (x, b) in x.chunks_exact(QK).zip(y) {
+        let v: [float32x4_t; 8] = std::array::from_fn(|k| vld1q_f32(x.as_ptr().add(4 * k)));
+        let mut m = vabsq_f32(v[0]);
+        for vi in &v[1..] {
+            m = vmaxq_f32(m, vabsq_f32(*vi));
+        }
+        let amax = vmaxvq_f32(m);
+        let d = amax / 127.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        b.d = half::f16::from_f32(d);
+        for k in 0..4 {
+            // FCVTAS rounds half away from zero, as f32::round does.
+            let i0 = vcvtaq_s32_f32(vmulq_n_f32(v[2 * k], id));
+            let i1 = vcvtaq_s32_f32(vmulq_n_f32(v[2 * k + 1], id));
+            let i16s = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
+            vst1_s8(b.qs.as_mut_ptr().add(8 * k), vmovn_s16(i16s));
+        }
+    }
+}
+
+unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = [vdupq_n_f32(0.0); 4];
+    let mut i = 0;
+    while i + 16 <= n {
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = vfmaq_f32(
+                *a,
+                vld1q_f32(x.as_ptr().add(i + 4 * k)),
+                vld1q_f32(y.as_ptr().add(i + 4 * k)),
+            );
+        }
+        i += 16;
+    }
+    let mut sum = vaddvq_f32(vaddq_f32(
+        vaddq_f32(acc[0], acc[1]),
+        vaddq_f32(acc[2], acc[3]),
+    ));
+    while i < n {
+        sum += x[i] * y[i];
+        i += 1;
+    }
+    sum
+}

@@ -1,0 +1,164 @@
+//! wasm32 SIMD128 kernels. Same names and signatures as `scalar.rs`. Each
+//! block's integer dot product is exact and is combined in the scalar kernel's
+//! order, so results equal the scalar kernels' bit for bit.
+//!
+//! wasm has no run-time feature detection: this module is compiled (and the
+//! variant offered) only when the module itself is built with simd128.
+
+#[cfg(target_feature = "simd128")]
+mod imp {
+    use std::arch::wasm32::*;
+
+    use crate::backend::cpu::kernels::Kernels;
+    use crate::tensor::blocks::*;
+
+    pub fn kernels(base: Kernels) -> Kernels {
+        Kernels {
+            quantize_q8_0,
+            vec_dot_q4_0_q8_0,
+            vec_dot_q4_1_q8_1,
+            vec_dot_q8_0_q8_0,
+            vec_dot_f32,
+            ..base
+        }
+    }
+
+    /// Σ a·b over 16 i8 lanes as four i32 partial sums.
+    #[inline(always)]
+    fn dot16(a: v128, b: v128) -> v128 {
+        let lo = i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b));
+        let hi = i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b));
+        i32x4_add(lo, hi)
+    }
+
+    #[inline(always)]
+    fn hsum_i32(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v)
+            + i32x4_extract_lane::<1>(v)
+            + i32x4_extract_lane::<2>(v)
+            + i32x4_extract_lane::<3>(v)
+    }
+
+    #[inline(always)]
+    fn load16<T>(p: &[T]) -> v128 {
+        debug_assert!(std::mem::size_of_val(p) >= 16);
+        // SAFETY: the slice holds at least 16 bytes; v128_load has no alignment
+        // requirement.
+        unsafe { v128_load(p.as_ptr().cast()) }
+    }
+
+    /// Low and high nibbles of 16 bytes as two vectors of values 0..15.
+    #[inline(always)]
+    fn nibbles(qs: &[u8; 16]) -> (v128, v128) {
+        let v = load16(qs);
+        (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4))
+    }
+
+    fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+        for (x, b) in x.chunks_exact(QK).zip(y) {
+            let v: [v128; 8] = std::array::from_fn(|k| load16(&x[4 * k..]));
+            let mut m = f32x4_abs(v[0]);
+            for vi in &v[1..] {
+                m = f32x4_max(m, f32x4_abs(*vi));
+            }
+            let amax = f32x4_extract_lane::<0>(m)
+                .max(f32x4_extract_lane::<1>(m))
+                .max(f32x4_extract_lane::<2>(m))
+                .max(f32x4_extract_lane::<3>(m));
+            let d = amax / 127.0;
+            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+            b.d = half::f16::from_f32(d);
+            let idv = f32x4_splat(id);
+            for (k, vi) in v.iter().enumerate() {
+                let p = f32x4_mul(*vi, idv);
+                // Round half away from zero (f32::round): truncate, then step
+                // away from zero where the dropped fraction is at least a half.
+                let t = f32x4_trunc(p);
+                let frac = f32x4_abs(f32x4_sub(p, t));
+                let away = v128_or(f32x4_splat(1.0), v128_and(p, f32x4_splat(-0.0)));
+                let r = f32x4_add(t, v128_and(f32x4_ge(frac, f32x4_splat(0.5)), away));
+                let i = i32x4_trunc_sat_f32x4(r);
+                for lane in 0..4 {
+                    let q = match lane {
+                        0 => i32x4_extract_lane::<0>(i),
+                        1 => i32x4_extract_lane::<1>(i),
+                        2 => i32x4_extract_lane::<2>(i),
+                        _ => i32x4_extract_lane::<3>(i),
+                    };
+                    b.qs[4 * k + lane] = q as i8;
+                }
+            }
+        }
+    }
+
+    fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        for (x, y) in x.iter().zip(y) {
+            let s = i32x4_add(
+                dot16(load16(&x.qs), load16(&y.qs)),
+                dot16(load16(&x.qs[16..]), load16(&y.qs[16..])),
+            );
+            sum += hsum_i32(s) as f32 * (x.d.to_f32() * y.d.to_f32());
+        }
+        sum
+    }
+
+    fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        let eight = i8x16_splat(8);
+        for (x, y) in x.iter().zip(y) {
+            let (lo, hi) = nibbles(&x.qs);
+            let s = i32x4_add(
+                dot16(i8x16_sub(lo, eight), load16(&y.qs)),
+                dot16(i8x16_sub(hi, eight), load16(&y.qs[16..])),
+            );
+            sum += hsum_i32(s) as f32 * x.d.to_f32() * y.d.to_f32();
+        }
+        sum
+    }
+
+    fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+        let mut sum = 0.0f32;
+        for (x, y) in x.iter().zip(y) {
+            let (lo, hi) = nibbles(&x.qs);
+            let s = i32x4_add(dot16(lo, load16(&y.qs)), dot16(hi, load16(&y.qs[16..])));
+            sum += (x.d.to_f32() * y.d.to_f32()) * hsum_i32(s) as f32 + x.m.to_f32() * y.s.to_f32();
+        }
+        sum
+    }
+
+    fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+        let n = x.len().min(y.len());
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a = f32x4_add(
+                    *a,
+                    f32x4_mul(load16(&x[i + 4 * k..]), load16(&y[i + 4 * k..])),
+                );
+            }
+            i += 16;
+        }
+        let v = f32x4_add(f32x4_add(acc[0], acc[1]), f32x4_add(acc[2], acc[3]));
+        let mut sum = f32x4_extract_lane::<0>(v)
+            + f32x4_extract_lane::<1>(v)
+            + f32x4_extract_lane::<2>(v)
+            + f32x4_extract_lane::<3>(v);
+        while i < n {
+            sum += x[i] * y[i];
+            i += 1;
+        }
+        sum
+    }
+}
+
+#[cfg(target_feature = "simd128")]
+pub use imp::kernels;
+
+/// Without simd128 in the module the variant is never supported, so this
+/// table is never asked for; it is the scalar one.
+#[cfg(not(target_feature = "simd128"))]
+pub fn kernels(base: super::kernels::Kernels) -> super::kernels::Kernels {
+    base
+}
