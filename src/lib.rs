@@ -4,6 +4,8 @@
 pub mod backend;
 pub mod error;
 pub mod gguf;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod kernel_bench;
 pub mod requantize;
 pub mod tensor;
 

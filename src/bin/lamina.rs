@@ -40,6 +40,20 @@ mod cli {
             #[arg(long)]
             json: bool,
         },
+        /// Measure every kernel of every supported CPU variant (GB/s of weights).
+        BenchKernels {
+            /// Weight matrix rows.
+            #[arg(long, default_value_t = 1536)]
+            rows: usize,
+            /// Weight matrix columns (a multiple of 256).
+            #[arg(long, default_value_t = 2048)]
+            cols: usize,
+            /// Minimum time per measurement, in milliseconds.
+            #[arg(long, default_value_t = 300)]
+            ms: u64,
+            #[arg(long)]
+            json: bool,
+        },
         /// Requantize a model, as `llama-quantize --allow-requantize IN OUT TYPE`.
         Quantize {
             /// The source GGUF file.
@@ -57,6 +71,7 @@ mod cli {
         let result =
             CpuRegistry::new(cli.cpu_variant.as_deref()).and_then(|registry| match cli.command {
                 Command::Devices { json } => devices(&registry, json),
+            Command::BenchKernels { rows, cols, ms, json } => bench_kernels(&registry, rows, cols, ms, json),
                 Command::Info { model, json } => info(&model, json),
                 Command::Quantize {
                     input,
@@ -150,6 +165,41 @@ mod cli {
                     "not built"
                 },
                 v.score()
+            );
+        }
+        write_stdout(&text)
+    }
+
+    fn bench_kernels(registry: &CpuRegistry, rows: usize, cols: usize, ms: u64, json: bool) -> lamina::Result<()> {
+        if cols == 0 || cols % 256 != 0 || rows == 0 {
+            return Err(lamina::Error::InvalidArgument(format!(
+                "--cols must be a positive multiple of 256 and --rows positive (got {rows} x {cols})"
+            )));
+        }
+        let results = lamina::kernel_bench::run(
+            registry.cpu().features(),
+            rows,
+            cols,
+            std::time::Duration::from_millis(ms),
+        );
+        if json {
+            let v = json!({"rows": rows, "cols": cols, "results": results});
+            return write_stdout(&format!("{v}\n"));
+        }
+        let mut text = format!("kernels on a {rows} x {cols} weight matrix (GB/s of weights; x = speed-up over scalar)\n");
+        text += &format!("  {:<14} {:<14} {:>9} {:>9} {:>8}\n", "kernel", "variant", "GB/s", "Gop/s", "x");
+        for r in &results {
+            let scalar = results
+                .iter()
+                .find(|s| s.kernel == r.kernel && s.variant == "scalar")
+                .map_or(f64::NAN, |s| s.gb_per_s);
+            text += &format!(
+                "  {:<14} {:<14} {:>9.2} {:>9.2} {:>8.2}\n",
+                r.kernel,
+                r.variant,
+                r.gb_per_s,
+                r.gops,
+                r.gb_per_s / scalar
             );
         }
         write_stdout(&text)

@@ -5,6 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::kernels::Kernels;
+use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
 
 pub fn kernels(base: Kernels) -> Kernels {
@@ -14,6 +15,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
+        gemv_q4_0_x8i8,
         ..base
     }
 }
@@ -35,6 +37,9 @@ fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     unsafe { vec_dot_f32_impl(x, y) }
+}
+fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    unsafe { gemv_q4_0_x8i8_impl(group, x, out) }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -175,4 +180,39 @@ unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
         i += 1;
     }
     sum
+}
+
+/// Eight rows at once: each 32-byte load holds 8 bytes of 4 rows; the matching
+/// 8 activation bytes are broadcast to all four. Per block the eight integer
+/// sums are exact and are scaled in `vec_dot`'s order (no FMA), so each output
+/// equals the scalar `vec_dot` of its row.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemv_q4_0_x8i8_impl(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let eight = _mm256_set1_epi8(8);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let mut acc = _mm256_setzero_ps();
+    for (b, y) in group.iter().zip(x) {
+        let mut sums = [_mm256_setzero_si256(); 2]; // rows 0-3, rows 4-7
+        for k in 0..2 {
+            let ylo = _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
+            let yhi = _mm256_set1_epi64x(y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned());
+            for (half, sum) in sums.iter_mut().enumerate() {
+                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
+                let lo = _mm256_sub_epi8(_mm256_and_si256(q, low_mask), eight);
+                let hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), eight);
+                let pairs = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(ylo, lo)),
+                    _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(yhi, hi)),
+                );
+                *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+            }
+        }
+        // Lanes hold (row, half-of-8-bytes) pairs: add each pair, restore row order.
+        let rows = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[0], sums[1]), order);
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        let scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw), _mm256_set1_ps(y.d.to_f32()));
+        acc = _mm256_add_ps(acc, scaled);
+    }
+    _mm256_storeu_ps(out.as_mut_ptr(), acc);
 }

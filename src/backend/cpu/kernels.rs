@@ -4,11 +4,14 @@
 
 use half::f16;
 
+use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
 use super::scalar;
 use super::variant::CpuVariant;
 use crate::tensor::blocks::*;
 
 pub type QuantizeFn<B> = fn(&[f32], &mut [B]);
+/// One group of repacked rows times one activation row; writes one output per row.
+pub type GemvFn<G> = fn(&[G], &[BlockQ8_0], &mut [f32]);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 
 /// Every kernel the engine calls through a variant.
@@ -28,6 +31,11 @@ pub struct Kernels {
     pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
     pub vec_dot_f16: VecDotFn<f16, f16>,
     pub vec_dot_f32: VecDotFn<f32, f32>,
+    /// The repacked Q4_0 layout this variant accelerates, if any.
+    pub repack: Option<RepackLayout>,
+    pub gemv_q4_0_x4i4: GemvFn<BlockQ4_0x4>,
+    pub gemv_q4_0_x4i8: GemvFn<BlockQ4_0x4>,
+    pub gemv_q4_0_x8i8: GemvFn<BlockQ4_0x8>,
 }
 
 impl Kernels {
@@ -47,13 +55,17 @@ impl Kernels {
             vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
             vec_dot_f16: scalar::vec_dot_f16,
             vec_dot_f32: scalar::vec_dot_f32,
+            repack: None,
+            gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
+            gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,
+            gemv_q4_0_x8i8: repack::gemv_q4_0_x8i8,
         }
     }
 
     /// The table for `variant`. The caller must have checked that this machine
     /// supports it (`CpuVariant::supported`): the SIMD entries assume their
     /// features are present.
-    pub(crate) fn for_supported_variant(variant: CpuVariant) -> Kernels {
+    pub(crate) fn for_supported_variant(variant: CpuVariant, sve_bytes: usize) -> Kernels {
         let scalar = Kernels::scalar();
         match variant {
             CpuVariant::Scalar => scalar,
@@ -71,11 +83,12 @@ impl Kernels {
             #[allow(unreachable_patterns)]
             _ => scalar,
         }
-        .with_variant(variant)
+        .with_variant(variant, RepackLayout::for_variant(variant, sve_bytes))
     }
 
-    fn with_variant(mut self, variant: CpuVariant) -> Kernels {
+    fn with_variant(mut self, variant: CpuVariant, repack: Option<RepackLayout>) -> Kernels {
         self.variant = variant;
+        self.repack = repack;
         self
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod features;
 pub mod kernels;
+pub mod repack;
 pub mod scalar;
 pub mod variant;
 
@@ -73,7 +74,7 @@ impl CpuDevice {
             None => CpuVariant::best(&features),
         };
         Ok(CpuDevice {
-            kernels: Kernels::for_supported_variant(variant),
+            kernels: Kernels::for_supported_variant(variant, features.sve_bytes),
             features,
             forced: choice.is_some(),
         })
@@ -99,7 +100,7 @@ impl CpuDevice {
     /// The kernel table of another supported variant (for tests and benchmarks).
     pub fn kernels_for(&self, variant: CpuVariant) -> Result<Kernels> {
         CpuVariant::force(variant.name(), &self.features)?;
-        Ok(Kernels::for_supported_variant(variant))
+        Ok(Kernels::for_supported_variant(variant, self.features.sve_bytes))
     }
 }
 

@@ -1,0 +1,125 @@
+//! Repacked Q4_0 GEMV/GEMM against row-by-row `vec_dot`: every layout, with
+//! each supported variant's kernels, on row counts that fill and that do not
+//! fill a group. Integer sums are exact and blocks are scaled in the scalar
+//! `vec_dot`'s order, so the results must be identical.
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use common::{ggml_test_values, Rng};
+use lamina::backend::cpu::repack::{RepackLayout, RepackedQ4_0};
+use lamina::backend::cpu::{CpuDevice, CpuVariant, Kernels};
+use lamina::tensor::blocks::*;
+use lamina::tensor::quantize;
+
+const LAYOUTS: [RepackLayout; 3] = [RepackLayout::X4I4, RepackLayout::X4I8, RepackLayout::X8I8];
+
+fn supported_kernels() -> Vec<Kernels> {
+    let device = CpuDevice::new(Some("scalar")).unwrap();
+    CpuVariant::compiled_variants()
+        .into_iter()
+        .filter(|v| v.supported(device.features()))
+        .map(|v| device.kernels_for(v).unwrap())
+        .collect()
+}
+
+fn q4_0(x: &[f32]) -> Vec<BlockQ4_0> {
+    let mut out = vec![BlockQ4_0::zeroed(); x.len() / QK];
+    quantize::q4_0(x, &mut out);
+    out
+}
+
+fn q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
+    let mut out = vec![BlockQ8_0::zeroed(); x.len() / QK];
+    quantize::q8_0(x, &mut out);
+    out
+}
+
+#[test]
+fn gemv_equals_row_by_row_vec_dot() {
+    let scalar = Kernels::scalar();
+    let mut rng = Rng::new(5);
+    for k in supported_kernels() {
+        for layout in LAYOUTS {
+            for rows in [1usize, 3, 4, 5, 8, 12, 13, 17] {
+                for cols in [32usize, 64, 256, 576] {
+                    let w = q4_0(&ggml_test_values(rng.next_u64(), rows * cols));
+                    let x = q8_0(&ggml_test_values(rng.next_u64(), cols));
+                    let packed = RepackedQ4_0::new(&w, rows, cols, layout).unwrap();
+                    let mut out = vec![f32::NAN; rows];
+                    packed.gemv(&k, &x, &mut out).unwrap();
+                    let per_row = cols / QK;
+                    // Rows in whole groups go through the layout's kernel, which
+                    // sums in the scalar order; the rest through the variant's
+                    // own vec_dot.
+                    let whole = rows / layout.rows() * layout.rows();
+                    for r in 0..rows {
+                        let dot = if r < whole { scalar.vec_dot_q4_0_q8_0 } else { k.vec_dot_q4_0_q8_0 };
+                        let want = dot(&w[r * per_row..(r + 1) * per_row], &x);
+                        assert_eq!(
+                            out[r].to_bits(),
+                            want.to_bits(),
+                            "{} {} rows={rows} cols={cols} row {r}: {} vs {want}",
+                            k.variant,
+                            layout.name(),
+                            out[r]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gemm_equals_gemv_per_activation_row() {
+    let mut rng = Rng::new(6);
+    for k in supported_kernels() {
+        let layout = k.repack.unwrap_or(RepackLayout::X4I4);
+        let (rows, cols) = (12, 128);
+        let w = q4_0(&ggml_test_values(rng.next_u64(), rows * cols));
+        let packed = RepackedQ4_0::new(&w, rows, cols, layout).unwrap();
+        for n in 1..=5 {
+            let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
+            let mut out = vec![0f32; n * rows];
+            packed.gemm(&k, &x, n, &mut out).unwrap();
+            for i in 0..n {
+                let mut one = vec![0f32; rows];
+                packed.gemv(&k, &x[i * cols / QK..(i + 1) * cols / QK], &mut one).unwrap();
+                assert_eq!(&out[i * rows..(i + 1) * rows], &one[..], "{} n={n}", k.variant);
+            }
+        }
+    }
+}
+
+#[test]
+fn layout_choice_follows_llama_cpp() {
+    use RepackLayout::*;
+    assert_eq!(RepackLayout::for_variant(CpuVariant::Avx2, 0), Some(X8I8));
+    assert_eq!(RepackLayout::for_variant(CpuVariant::Sve, 32), Some(X8I8));
+    assert_eq!(RepackLayout::for_variant(CpuVariant::Sve, 16), Some(X4I8));
+    assert_eq!(RepackLayout::for_variant(CpuVariant::NeonI8mm, 0), Some(X4I8));
+    assert_eq!(RepackLayout::for_variant(CpuVariant::NeonDotprod, 0), Some(X4I4));
+    assert_eq!(RepackLayout::for_variant(CpuVariant::Neon, 0), None);
+    assert_eq!(RepackLayout::for_variant(CpuVariant::Scalar, 0), None);
+    let device = CpuDevice::new(None).unwrap();
+    assert_eq!(
+        device.kernels().repack,
+        RepackLayout::for_variant(device.variant(), device.features().sve_bytes)
+    );
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let w = q4_0(&ggml_test_values(1, 4 * 64));
+    assert!(RepackedQ4_0::new(&w, 4, 48, RepackLayout::X4I4).is_err());
+    assert!(RepackedQ4_0::new(&w, 5, 64, RepackLayout::X4I4).is_err());
+    let packed = RepackedQ4_0::new(&w, 4, 64, RepackLayout::X8I8).unwrap();
+    let k = Kernels::scalar();
+    let x = q8_0(&ggml_test_values(2, 64));
+    assert!(packed.gemv(&k, &x[..1], &mut [0.0; 4]).is_err());
+    assert!(packed.gemv(&k, &x, &mut [0.0; 3]).is_err());
+    assert!(packed.gemm(&k, &x, 2, &mut [0.0; 8]).is_err());
+}

@@ -1,0 +1,283 @@
+//! Q4_0 weights interleaved at load for fast matrix-vector and matrix-matrix
+//! products, as llama.cpp's "extra buffer type" does: blocks of 4 or 8 rows are
+//! stored together so one SIMD load feeds several output rows.
+//!
+//! Layouts (rows per group, bytes taken from each row in turn):
+//! - `X4I4`: 4 rows, 4 bytes at a time: one SDOT lane per row (NEON dotprod).
+//! - `X4I8`: 4 rows, 8 bytes at a time (NEON i8mm: SMMLA takes 8-byte rows).
+//! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2, SVE-256).
+//!
+//! Nibbles are kept as in Q4_0 (value + 8). Rows that do not fill a last group
+//! stay plain Q4_0 and go through `vec_dot`. Every layout's scalar kernel sums
+//! each block exactly and scales it in `vec_dot`'s order, so repacked products
+//! equal row-by-row `vec_dot` bit for bit.
+
+use half::f16;
+
+use super::kernels::Kernels;
+use super::variant::CpuVariant;
+use crate::error::{Error, Result};
+use crate::tensor::blocks::{BlockQ4_0, BlockQ8_0, QK};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepackLayout {
+    X4I4,
+    X4I8,
+    X8I8,
+}
+
+impl RepackLayout {
+    pub fn rows(self) -> usize {
+        match self {
+            RepackLayout::X4I4 | RepackLayout::X4I8 => 4,
+            RepackLayout::X8I8 => 8,
+        }
+    }
+
+    pub fn interleave(self) -> usize {
+        match self {
+            RepackLayout::X4I4 => 4,
+            RepackLayout::X4I8 | RepackLayout::X8I8 => 8,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RepackLayout::X4I4 => "4x4",
+            RepackLayout::X4I8 => "4x8",
+            RepackLayout::X8I8 => "8x8",
+        }
+    }
+
+    /// The layout a variant accelerates, by llama.cpp's rules (8x8 for AVX2 and
+    /// 256-bit SVE with i8mm, 4x8 for NEON i8mm, 4x4 for NEON dotprod), plus
+    /// lamina's own: 4x4 for SIMD128, and 4x8 for SVE at other widths (every
+    /// SVE CPU modelled here has i8mm).
+    pub fn for_variant(variant: CpuVariant, sve_bytes: usize) -> Option<RepackLayout> {
+        match variant {
+            CpuVariant::Avx2 => Some(RepackLayout::X8I8),
+            CpuVariant::Sve if sve_bytes == 32 => Some(RepackLayout::X8I8),
+            CpuVariant::Sve | CpuVariant::NeonI8mm => Some(RepackLayout::X4I8),
+            CpuVariant::NeonDotprod | CpuVariant::Simd128 => Some(RepackLayout::X4I4),
+            CpuVariant::Scalar | CpuVariant::Neon => None,
+        }
+    }
+}
+
+/// One column block of 4 rows: their scales, then their quants interleaved.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ4_0x4 {
+    pub d: [f16; 4],
+    pub qs: [u8; 64],
+}
+
+/// One column block of 8 rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ4_0x8 {
+    pub d: [f16; 8],
+    pub qs: [u8; 128],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ4_0x4>() == 72);
+const _: () = assert!(std::mem::size_of::<BlockQ4_0x8>() == 144);
+
+/// Interleaves the blocks of `R` rows at one column block.
+fn interleave<const R: usize, const Q: usize>(rows: [&BlockQ4_0; R], step: usize) -> ([f16; R], [u8; Q]) {
+    let mut d = [f16::ZERO; R];
+    let mut qs = [0u8; Q];
+    for (r, b) in rows.iter().enumerate() {
+        d[r] = b.d;
+    }
+    let mut out = 0;
+    for k in 0..16 / step {
+        for b in rows.iter() {
+            qs[out..out + step].copy_from_slice(&b.qs[k * step..(k + 1) * step]);
+            out += step;
+        }
+    }
+    (d, qs)
+}
+
+#[derive(Clone, Debug)]
+enum Groups {
+    X4(Vec<BlockQ4_0x4>),
+    X8(Vec<BlockQ4_0x8>),
+}
+
+/// A Q4_0 weight matrix in a repacked layout.
+#[derive(Clone, Debug)]
+pub struct RepackedQ4_0 {
+    layout: RepackLayout,
+    rows: usize,
+    cols: usize,
+    groups: Groups,
+    /// Rows past the last whole group, as plain Q4_0.
+    tail: Vec<BlockQ4_0>,
+}
+
+impl RepackedQ4_0 {
+    /// Repacks `rows` rows of `cols` values (`cols` a multiple of 32).
+    pub fn new(weights: &[BlockQ4_0], rows: usize, cols: usize, layout: RepackLayout) -> Result<RepackedQ4_0> {
+        if cols % QK != 0 || weights.len() != rows * (cols / QK) {
+            return Err(Error::InvalidArgument(format!(
+                "cannot repack {} Q4_0 blocks as {rows} rows of {cols}",
+                weights.len()
+            )));
+        }
+        let per_row = cols / QK;
+        let r = layout.rows();
+        let whole = rows / r * r;
+        let row = |i: usize, b: usize| &weights[i * per_row + b];
+        let groups = match layout {
+            RepackLayout::X8I8 => Groups::X8(
+                (0..whole / 8)
+                    .flat_map(|g| (0..per_row).map(move |b| (g, b)))
+                    .map(|(g, b)| {
+                        let (d, qs) = interleave::<8, 128>(std::array::from_fn(|k| row(8 * g + k, b)), 8);
+                        BlockQ4_0x8 { d, qs }
+                    })
+                    .collect(),
+            ),
+            _ => Groups::X4(
+                (0..whole / 4)
+                    .flat_map(|g| (0..per_row).map(move |b| (g, b)))
+                    .map(|(g, b)| {
+                        let (d, qs) =
+                            interleave::<4, 64>(std::array::from_fn(|k| row(4 * g + k, b)), layout.interleave());
+                        BlockQ4_0x4 { d, qs }
+                    })
+                    .collect(),
+            ),
+        };
+        Ok(RepackedQ4_0 {
+            layout,
+            rows,
+            cols,
+            groups,
+            tail: weights[whole * per_row..].to_vec(),
+        })
+    }
+
+    pub fn layout(&self) -> RepackLayout {
+        self.layout
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// out[r] = row r · x, for one activation row `x` (cols / 32 Q8_0 blocks).
+    pub fn gemv(&self, k: &Kernels, x: &[BlockQ8_0], out: &mut [f32]) -> Result<()> {
+        let per_row = self.cols / QK;
+        if x.len() != per_row || out.len() != self.rows {
+            return Err(Error::InvalidArgument(format!(
+                "gemv of a {}x{} matrix needs {per_row} activation blocks and {} outputs, got {} and {}",
+                self.rows,
+                self.cols,
+                self.rows,
+                x.len(),
+                out.len()
+            )));
+        }
+        let r = self.layout.rows();
+        match &self.groups {
+            Groups::X4(g) => {
+                let f = if self.layout == RepackLayout::X4I4 { k.gemv_q4_0_x4i4 } else { k.gemv_q4_0_x4i8 };
+                for (group, out) in g.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
+                    f(group, x, out);
+                }
+            }
+            Groups::X8(g) => {
+                for (group, out) in g.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
+                    (k.gemv_q4_0_x8i8)(group, x, out);
+                }
+            }
+        }
+        let first_tail = self.rows / r * r;
+        for (row, o) in self.tail.chunks_exact(per_row).zip(&mut out[first_tail..]) {
+            *o = (k.vec_dot_q4_0_q8_0)(row, x);
+        }
+        Ok(())
+    }
+
+    /// out[n][r] = row r · x[n] for `n` activation rows stored one after another.
+    pub fn gemm(&self, k: &Kernels, x: &[BlockQ8_0], n: usize, out: &mut [f32]) -> Result<()> {
+        let per_row = self.cols / QK;
+        if x.len() != n * per_row || out.len() != n * self.rows {
+            return Err(Error::InvalidArgument(format!(
+                "gemm of a {}x{} matrix with {n} activation rows needs {} blocks and {} outputs, got {} and {}",
+                self.rows,
+                self.cols,
+                n * per_row,
+                n * self.rows,
+                x.len(),
+                out.len()
+            )));
+        }
+        for (x, out) in x.chunks_exact(per_row).zip(out.chunks_exact_mut(self.rows)) {
+            self.gemv(k, x, out)?;
+        }
+        Ok(())
+    }
+}
+
+// ---- Scalar kernels for every layout.
+
+/// Signed value of a Q4_0 nibble.
+fn nib(v: u8) -> i32 {
+    v as i32 - 8
+}
+
+/// One group of `R` rows against one activation row: exact integer sums per
+/// block, scaled as `vec_dot` scales them.
+fn gemv_scalar<const R: usize>(
+    d: impl Fn(usize) -> [f16; R],
+    qs: impl Fn(usize) -> [u8; 128],
+    x: &[BlockQ8_0],
+    step: usize,
+    out: &mut [f32],
+) {
+    let mut acc = [0f32; R];
+    for (b, y) in x.iter().enumerate() {
+        let (dw, q) = (d(b), qs(b));
+        let mut sumi = [0i32; R];
+        let mut i = 0;
+        for k in 0..16 / step {
+            for s in sumi.iter_mut() {
+                for t in 0..step {
+                    let j = k * step + t;
+                    *s += nib(q[i] & 0x0F) * y.qs[j] as i32 + nib(q[i] >> 4) * y.qs[j + 16] as i32;
+                    i += 1;
+                }
+            }
+        }
+        for r in 0..R {
+            acc[r] += sumi[r] as f32 * dw[r].to_f32() * y.d.to_f32();
+        }
+    }
+    out[..R].copy_from_slice(&acc);
+}
+
+fn widen<const N: usize>(q: &[u8; N]) -> [u8; 128] {
+    let mut out = [0u8; 128];
+    out[..N].copy_from_slice(q);
+    out
+}
+
+pub fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    gemv_scalar::<4>(|b| group[b].d, |b| widen(&group[b].qs), x, 4, out)
+}
+
+pub fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    gemv_scalar::<4>(|b| group[b].d, |b| widen(&group[b].qs), x, 8, out)
+}
+
+pub fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    gemv_scalar::<8>(|b| group[b].d, |b| group[b].qs, x, 8, out)
+}

@@ -1,0 +1,168 @@
+//! Kernel micro-benchmarks (`lamina bench-kernels`): how fast each variant's
+//! kernels stream weights, in GB/s of weight bytes, on matrices the size of a
+//! small model's layers. Speed is measured here, never asserted in tests.
+
+use std::time::{Duration, Instant};
+
+use half::f16;
+
+use crate::backend::cpu::{CpuFeatures, CpuVariant, Kernels};
+use crate::tensor::blocks::*;
+use crate::tensor::{kquants, quantize};
+
+/// One measurement.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct KernelResult {
+    pub kernel: &'static str,
+    pub variant: &'static str,
+    /// Weight bytes read per second, in GB/s.
+    pub gb_per_s: f64,
+    /// Multiply-adds per second, in G/s.
+    pub gops: f64,
+}
+
+/// A deterministic pseudo-random stream (SplitMix64) for benchmark data.
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z >> 40) as f32 / 16777216.0 - 0.5) * 2.0
+    }
+
+    fn values(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.next()).collect()
+    }
+}
+
+fn blocks<B: Block>(x: &[f32], f: fn(&[f32], &mut [B])) -> Vec<B> {
+    let mut out = vec![B::zeroed(); x.len() / B::ELEMENTS];
+    f(x, &mut out);
+    out
+}
+
+/// Times `run` (one pass over `rows` rows) until `min_time` has passed.
+fn time_rows(min_time: Duration, mut run: impl FnMut() -> f32) -> f64 {
+    let mut sink = 0.0f32;
+    sink += run(); // warm up
+    let start = Instant::now();
+    let mut passes = 0u32;
+    while start.elapsed() < min_time || passes < 3 {
+        sink += run();
+        passes += 1;
+    }
+    std::hint::black_box(sink);
+    start.elapsed().as_secs_f64() / passes as f64
+}
+
+/// Rows of `cols` weights times one activation row, like a GEMV.
+fn bench_dot<X: Block, Y: Block>(
+    name: &'static str,
+    variant: CpuVariant,
+    dot: fn(&[X], &[Y]) -> f32,
+    w: &[X],
+    x: &[Y],
+    cols: usize,
+    min_time: Duration,
+) -> KernelResult {
+    let per_row = cols / X::ELEMENTS;
+    let rows = w.len() / per_row;
+    let secs = time_rows(min_time, || {
+        let mut s = 0.0;
+        for r in 0..rows {
+            s += dot(&w[r * per_row..(r + 1) * per_row], x);
+        }
+        s
+    });
+    let bytes = std::mem::size_of_val(w) as f64;
+    KernelResult {
+        kernel: name,
+        variant: variant.name(),
+        gb_per_s: bytes / secs / 1e9,
+        gops: (rows * cols) as f64 / secs / 1e9,
+    }
+}
+
+/// Benchmarks every kernel of every supported variant on a `rows` x `cols`
+/// weight matrix (cols a multiple of 256).
+pub fn run(features: &CpuFeatures, rows: usize, cols: usize, min_time: Duration) -> Vec<KernelResult> {
+    let mut noise = Noise(42);
+    let wf = noise.values(rows * cols);
+    let xf = noise.values(cols);
+    let w4_0 = blocks(&wf, quantize::q4_0);
+    let w4_1 = blocks(&wf, quantize::q4_1);
+    let w5_0 = blocks(&wf, quantize::q5_0);
+    let w5_1 = blocks(&wf, quantize::q5_1);
+    let w8_0 = blocks(&wf, quantize::q8_0);
+    let w4k = blocks(&wf, kquants::q4_k);
+    let w5k = blocks(&wf, kquants::q5_k);
+    let w6k = blocks(&wf, kquants::q6_k);
+    let wf16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
+    let x8_0 = blocks(&xf, quantize::q8_0);
+    let x8_1 = blocks(&xf, quantize::q8_1);
+    let x8k = blocks(&xf, quantize::q8_k);
+    let xf16: Vec<f16> = xf.iter().map(|&v| f16::from_f32(v)).collect();
+
+    let mut results = Vec::new();
+    for variant in CpuVariant::compiled_variants() {
+        if !variant.supported(features) {
+            continue;
+        }
+        let k = Kernels::for_supported_variant(variant, features.sve_bytes);
+        let t = min_time;
+        results.push(bench_dot("q4_0·q8_0", variant, k.vec_dot_q4_0_q8_0, &w4_0, &x8_0, cols, t));
+        results.push(bench_dot("q4_1·q8_1", variant, k.vec_dot_q4_1_q8_1, &w4_1, &x8_1, cols, t));
+        results.push(bench_dot("q5_0·q8_0", variant, k.vec_dot_q5_0_q8_0, &w5_0, &x8_0, cols, t));
+        results.push(bench_dot("q5_1·q8_1", variant, k.vec_dot_q5_1_q8_1, &w5_1, &x8_1, cols, t));
+        results.push(bench_dot("q8_0·q8_0", variant, k.vec_dot_q8_0_q8_0, &w8_0, &x8_0, cols, t));
+        results.push(bench_dot("q4_K·q8_K", variant, k.vec_dot_q4_k_q8_k, &w4k, &x8k, cols, t));
+        results.push(bench_dot("q5_K·q8_K", variant, k.vec_dot_q5_k_q8_k, &w5k, &x8k, cols, t));
+        results.push(bench_dot("q6_K·q8_K", variant, k.vec_dot_q6_k_q8_k, &w6k, &x8k, cols, t));
+        results.push(bench_plain("f16·f16", variant, k.vec_dot_f16, &wf16, &xf16, cols, t));
+        results.push(bench_plain("f32·f32", variant, k.vec_dot_f32, &wf, &xf, cols, t));
+        // Activation quantization: bytes of f32 read.
+        let mut q = vec![BlockQ8_0::zeroed(); cols / QK];
+        let secs = time_rows(t, || {
+            for _ in 0..rows / 16 {
+                (k.quantize_q8_0)(&xf, &mut q);
+            }
+            q[0].qs[0] as f32
+        });
+        let n = (rows / 16 * cols) as f64;
+        results.push(KernelResult {
+            kernel: "quantize q8_0",
+            variant: variant.name(),
+            gb_per_s: n * 4.0 / secs / 1e9,
+            gops: n / secs / 1e9,
+        });
+    }
+    results
+}
+
+fn bench_plain<T: Copy>(
+    name: &'static str,
+    variant: CpuVariant,
+    dot: fn(&[T], &[T]) -> f32,
+    w: &[T],
+    x: &[T],
+    cols: usize,
+    min_time: Duration,
+) -> KernelResult {
+    let rows = w.len() / cols;
+    let secs = time_rows(min_time, || {
+        let mut s = 0.0;
+        for r in 0..rows {
+            s += dot(&w[r * cols..(r + 1) * cols], x);
+        }
+        s
+    });
+    KernelResult {
+        kernel: name,
+        variant: variant.name(),
+        gb_per_s: std::mem::size_of_val(w) as f64 / secs / 1e9,
+        gops: (rows * cols) as f64 / secs / 1e9,
+    }
+}
