@@ -56,7 +56,11 @@ fn gemv_equals_row_by_row_vec_dot() {
                     // own vec_dot.
                     let whole = rows / layout.rows() * layout.rows();
                     for r in 0..rows {
-                        let dot = if r < whole { scalar.vec_dot_q4_0_q8_0 } else { k.vec_dot_q4_0_q8_0 };
+                        let dot = if r < whole {
+                            scalar.vec_dot_q4_0_q8_0
+                        } else {
+                            k.vec_dot_q4_0_q8_0
+                        };
                         let want = dot(&w[r * per_row..(r + 1) * per_row], &x);
                         assert_eq!(
                             out[r].to_bits(),
@@ -87,8 +91,15 @@ fn gemm_equals_gemv_per_activation_row() {
             packed.gemm(&k, &x, n, &mut out).unwrap();
             for i in 0..n {
                 let mut one = vec![0f32; rows];
-                packed.gemv(&k, &x[i * cols / QK..(i + 1) * cols / QK], &mut one).unwrap();
-                assert_eq!(&out[i * rows..(i + 1) * rows], &one[..], "{} n={n}", k.variant);
+                packed
+                    .gemv(&k, &x[i * cols / QK..(i + 1) * cols / QK], &mut one)
+                    .unwrap();
+                assert_eq!(
+                    &out[i * rows..(i + 1) * rows],
+                    &one[..],
+                    "{} n={n}",
+                    k.variant
+                );
             }
         }
     }
@@ -100,8 +111,14 @@ fn layout_choice_follows_llama_cpp() {
     assert_eq!(RepackLayout::for_variant(CpuVariant::Avx2, 0), Some(X8I8));
     assert_eq!(RepackLayout::for_variant(CpuVariant::Sve, 32), Some(X8I8));
     assert_eq!(RepackLayout::for_variant(CpuVariant::Sve, 16), Some(X4I8));
-    assert_eq!(RepackLayout::for_variant(CpuVariant::NeonI8mm, 0), Some(X4I8));
-    assert_eq!(RepackLayout::for_variant(CpuVariant::NeonDotprod, 0), Some(X4I4));
+    assert_eq!(
+        RepackLayout::for_variant(CpuVariant::NeonI8mm, 0),
+        Some(X4I8)
+    );
+    assert_eq!(
+        RepackLayout::for_variant(CpuVariant::NeonDotprod, 0),
+        Some(X4I4)
+    );
     assert_eq!(RepackLayout::for_variant(CpuVariant::Neon, 0), None);
     assert_eq!(RepackLayout::for_variant(CpuVariant::Scalar, 0), None);
     let device = CpuDevice::new(None).unwrap();

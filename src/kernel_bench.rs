@@ -88,7 +88,12 @@ fn bench_dot<X: Block, Y: Block>(
 
 /// Benchmarks every kernel of every supported variant on a `rows` x `cols`
 /// weight matrix (cols a multiple of 256).
-pub fn run(features: &CpuFeatures, rows: usize, cols: usize, min_time: Duration) -> Vec<KernelResult> {
+pub fn run(
+    features: &CpuFeatures,
+    rows: usize,
+    cols: usize,
+    min_time: Duration,
+) -> Vec<KernelResult> {
     let mut noise = Noise(42);
     let wf = noise.values(rows * cols);
     let xf = noise.values(cols);
@@ -113,16 +118,96 @@ pub fn run(features: &CpuFeatures, rows: usize, cols: usize, min_time: Duration)
         }
         let k = Kernels::for_supported_variant(variant, features.sve_bytes);
         let t = min_time;
-        results.push(bench_dot("q4_0·q8_0", variant, k.vec_dot_q4_0_q8_0, &w4_0, &x8_0, cols, t));
-        results.push(bench_dot("q4_1·q8_1", variant, k.vec_dot_q4_1_q8_1, &w4_1, &x8_1, cols, t));
-        results.push(bench_dot("q5_0·q8_0", variant, k.vec_dot_q5_0_q8_0, &w5_0, &x8_0, cols, t));
-        results.push(bench_dot("q5_1·q8_1", variant, k.vec_dot_q5_1_q8_1, &w5_1, &x8_1, cols, t));
-        results.push(bench_dot("q8_0·q8_0", variant, k.vec_dot_q8_0_q8_0, &w8_0, &x8_0, cols, t));
-        results.push(bench_dot("q4_K·q8_K", variant, k.vec_dot_q4_k_q8_k, &w4k, &x8k, cols, t));
-        results.push(bench_dot("q5_K·q8_K", variant, k.vec_dot_q5_k_q8_k, &w5k, &x8k, cols, t));
-        results.push(bench_dot("q6_K·q8_K", variant, k.vec_dot_q6_k_q8_k, &w6k, &x8k, cols, t));
-        results.push(bench_plain("f16·f16", variant, k.vec_dot_f16, &wf16, &xf16, cols, t));
-        results.push(bench_plain("f32·f32", variant, k.vec_dot_f32, &wf, &xf, cols, t));
+        results.push(bench_dot(
+            "q4_0·q8_0",
+            variant,
+            k.vec_dot_q4_0_q8_0,
+            &w4_0,
+            &x8_0,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q4_1·q8_1",
+            variant,
+            k.vec_dot_q4_1_q8_1,
+            &w4_1,
+            &x8_1,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q5_0·q8_0",
+            variant,
+            k.vec_dot_q5_0_q8_0,
+            &w5_0,
+            &x8_0,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q5_1·q8_1",
+            variant,
+            k.vec_dot_q5_1_q8_1,
+            &w5_1,
+            &x8_1,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q8_0·q8_0",
+            variant,
+            k.vec_dot_q8_0_q8_0,
+            &w8_0,
+            &x8_0,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q4_K·q8_K",
+            variant,
+            k.vec_dot_q4_k_q8_k,
+            &w4k,
+            &x8k,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q5_K·q8_K",
+            variant,
+            k.vec_dot_q5_k_q8_k,
+            &w5k,
+            &x8k,
+            cols,
+            t,
+        ));
+        results.push(bench_dot(
+            "q6_K·q8_K",
+            variant,
+            k.vec_dot_q6_k_q8_k,
+            &w6k,
+            &x8k,
+            cols,
+            t,
+        ));
+        results.push(bench_plain(
+            "f16·f16",
+            variant,
+            k.vec_dot_f16,
+            &wf16,
+            &xf16,
+            cols,
+            t,
+        ));
+        results.push(bench_plain(
+            "f32·f32",
+            variant,
+            k.vec_dot_f32,
+            &wf,
+            &xf,
+            cols,
+            t,
+        ));
         // Activation quantization: bytes of f32 read.
         let mut q = vec![BlockQ8_0::zeroed(); cols / QK];
         let secs = time_rows(t, || {

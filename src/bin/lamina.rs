@@ -71,7 +71,12 @@ mod cli {
         let result =
             CpuRegistry::new(cli.cpu_variant.as_deref()).and_then(|registry| match cli.command {
                 Command::Devices { json } => devices(&registry, json),
-            Command::BenchKernels { rows, cols, ms, json } => bench_kernels(&registry, rows, cols, ms, json),
+                Command::BenchKernels {
+                    rows,
+                    cols,
+                    ms,
+                    json,
+                } => bench_kernels(&registry, rows, cols, ms, json),
                 Command::Info { model, json } => info(&model, json),
                 Command::Quantize {
                     input,
@@ -170,7 +175,13 @@ mod cli {
         write_stdout(&text)
     }
 
-    fn bench_kernels(registry: &CpuRegistry, rows: usize, cols: usize, ms: u64, json: bool) -> lamina::Result<()> {
+    fn bench_kernels(
+        registry: &CpuRegistry,
+        rows: usize,
+        cols: usize,
+        ms: u64,
+        json: bool,
+    ) -> lamina::Result<()> {
         if cols == 0 || cols % 256 != 0 || rows == 0 {
             return Err(lamina::Error::InvalidArgument(format!(
                 "--cols must be a positive multiple of 256 and --rows positive (got {rows} x {cols})"
@@ -187,7 +198,10 @@ mod cli {
             return write_stdout(&format!("{v}\n"));
         }
         let mut text = format!("kernels on a {rows} x {cols} weight matrix (GB/s of weights; x = speed-up over scalar)\n");
-        text += &format!("  {:<14} {:<14} {:>9} {:>9} {:>8}\n", "kernel", "variant", "GB/s", "Gop/s", "x");
+        text += &format!(
+            "  {:<14} {:<14} {:>9} {:>9} {:>8}\n",
+            "kernel", "variant", "GB/s", "Gop/s", "x"
+        );
         for r in &results {
             let scalar = results
                 .iter()

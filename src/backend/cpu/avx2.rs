@@ -196,11 +196,13 @@ unsafe fn gemv_q4_0_x8i8_impl(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut 
         let mut sums = [_mm256_setzero_si256(); 2]; // rows 0-3, rows 4-7
         for k in 0..2 {
             let ylo = _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
-            let yhi = _mm256_set1_epi64x(y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned());
+            let yhi =
+                _mm256_set1_epi64x(y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned());
             for (half, sum) in sums.iter_mut().enumerate() {
                 let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
                 let lo = _mm256_sub_epi8(_mm256_and_si256(q, low_mask), eight);
-                let hi = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), eight);
+                let hi =
+                    _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), eight);
                 let pairs = _mm256_add_epi16(
                     _mm256_maddubs_epi16(_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(ylo, lo)),
                     _mm256_maddubs_epi16(_mm256_sign_epi8(hi, hi), _mm256_sign_epi8(yhi, hi)),
@@ -211,7 +213,10 @@ unsafe fn gemv_q4_0_x8i8_impl(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut 
         // Lanes hold (row, half-of-8-bytes) pairs: add each pair, restore row order.
         let rows = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[0], sums[1]), order);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
-        let scaled = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw), _mm256_set1_ps(y.d.to_f32()));
+        let scaled = _mm256_mul_ps(
+            _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
+            _mm256_set1_ps(y.d.to_f32()),
+        );
         acc = _mm256_add_ps(acc, scaled);
     }
     _mm256_storeu_ps(out.as_mut_ptr(), acc);

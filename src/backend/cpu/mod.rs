@@ -100,7 +100,10 @@ impl CpuDevice {
     /// The kernel table of another supported variant (for tests and benchmarks).
     pub fn kernels_for(&self, variant: CpuVariant) -> Result<Kernels> {
         CpuVariant::force(variant.name(), &self.features)?;
-        Ok(Kernels::for_supported_variant(variant, self.features.sve_bytes))
+        Ok(Kernels::for_supported_variant(
+            variant,
+            self.features.sve_bytes,
+        ))
     }
 }
 

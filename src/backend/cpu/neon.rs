@@ -8,6 +8,7 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::kernels::Kernels;
+use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
 
 /// NEON only (every AArch64 CPU).
@@ -28,6 +29,8 @@ pub fn dotprod_kernels(base: Kernels) -> Kernels {
         vec_dot_q4_0_q8_0: vec_dot_q4_0_q8_0_sdot,
         vec_dot_q4_1_q8_1: vec_dot_q4_1_q8_1_sdot,
         vec_dot_q8_0_q8_0: vec_dot_q8_0_q8_0_sdot,
+        gemv_q4_0_x4i4,
+        gemv_q4_0_x4i8,
         ..kernels(base)
     }
 }
@@ -71,6 +74,12 @@ fn vec_dot_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     unsafe { vec_dot_f32_impl(x, y) }
+}
+fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    unsafe { gemv_x4(group, x, out, |b, y| block_x4i4(b, y)) }
+}
+fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    unsafe { gemv_x4(group, x, out, |b, y| block_x4i8(b, y)) }
 }
 
 /// Σ sumi·dx·dy over blocks, in the scalar kernel's order.
@@ -234,4 +243,82 @@ unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
         i += 1;
     }
     sum
+}
+
+/// Four repacked rows against one activation row: per block, four exact
+/// integer sums, scaled in `vec_dot`'s order (no FMA), so each output equals
+/// the scalar `vec_dot` of its row.
+#[inline(always)]
+unsafe fn gemv_x4(
+    group: &[BlockQ4_0x4],
+    x: &[BlockQ8_0],
+    out: &mut [f32],
+    block: impl Fn(&BlockQ4_0x4, &BlockQ8_0) -> int32x4_t,
+) {
+    let mut acc = vdupq_n_f32(0.0);
+    for (b, y) in group.iter().zip(x) {
+        let dw = [
+            b.d[0].to_f32(),
+            b.d[1].to_f32(),
+            b.d[2].to_f32(),
+            b.d[3].to_f32(),
+        ];
+        let scaled = vmulq_n_f32(
+            vmulq_f32(vcvtq_f32_s32(block(b, y)), vld1q_f32(dw.as_ptr())),
+            y.d.to_f32(),
+        );
+        acc = vaddq_f32(acc, scaled);
+    }
+    vst1q_f32(out.as_mut_ptr(), acc);
+}
+
+/// Signed low and high nibbles of 16 bytes (value - 8).
+#[inline(always)]
+unsafe fn signed_nibbles(p: *const u8) -> (int8x16_t, int8x16_t) {
+    let v = vld1q_u8(p);
+    let eight = vdupq_n_s8(8);
+    (
+        vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), eight),
+        vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight),
+    )
+}
+
+/// 4x4 layout: each 16-byte load is 4 bytes of each row, one SDOT lane per row;
+/// the matching 4 activation bytes are broadcast to every lane.
+#[target_feature(enable = "dotprod")]
+unsafe fn block_x4i4(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
+    let mut s = vdupq_n_s32(0);
+    for k in 0..4 {
+        let (lo, hi) = signed_nibbles(b.qs.as_ptr().add(16 * k));
+        let ylo = vreinterpretq_s8_s32(vdupq_n_s32(
+            y.qs.as_ptr().add(4 * k).cast::<i32>().read_unaligned(),
+        ));
+        let yhi = vreinterpretq_s8_s32(vdupq_n_s32(
+            y.qs.as_ptr().add(16 + 4 * k).cast::<i32>().read_unaligned(),
+        ));
+        s = sdot16(s, lo, ylo);
+        s = sdot16(s, hi, yhi);
+    }
+    s
+}
+
+/// 4x8 layout: each 16-byte load is 8 bytes of two rows; with 8 activation
+/// bytes broadcast, SDOT leaves two lanes per row, added pairwise at the end.
+#[target_feature(enable = "dotprod")]
+unsafe fn block_x4i8(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
+    let mut s = [vdupq_n_s32(0); 2];
+    for k in 0..2 {
+        let ylo = vreinterpretq_s8_s64(vdupq_n_s64(
+            y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned(),
+        ));
+        let yhi = vreinterpretq_s8_s64(vdupq_n_s64(
+            y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
+        ));
+        for (h, s) in s.iter_mut().enumerate() {
+            let (lo, hi) = signed_nibbles(b.qs.as_ptr().add(32 * k + 16 * h));
+            *s = sdot16(*s, lo, ylo);
+            *s = sdot16(*s, hi, yhi);
+        }
+    }
+    vpaddq_s32(s[0], s[1])
 }

@@ -84,7 +84,10 @@ const _: () = assert!(std::mem::size_of::<BlockQ4_0x4>() == 72);
 const _: () = assert!(std::mem::size_of::<BlockQ4_0x8>() == 144);
 
 /// Interleaves the blocks of `R` rows at one column block.
-fn interleave<const R: usize, const Q: usize>(rows: [&BlockQ4_0; R], step: usize) -> ([f16; R], [u8; Q]) {
+fn interleave<const R: usize, const Q: usize>(
+    rows: [&BlockQ4_0; R],
+    step: usize,
+) -> ([f16; R], [u8; Q]) {
     let mut d = [f16::ZERO; R];
     let mut qs = [0u8; Q];
     for (r, b) in rows.iter().enumerate() {
@@ -119,7 +122,12 @@ pub struct RepackedQ4_0 {
 
 impl RepackedQ4_0 {
     /// Repacks `rows` rows of `cols` values (`cols` a multiple of 32).
-    pub fn new(weights: &[BlockQ4_0], rows: usize, cols: usize, layout: RepackLayout) -> Result<RepackedQ4_0> {
+    pub fn new(
+        weights: &[BlockQ4_0],
+        rows: usize,
+        cols: usize,
+        layout: RepackLayout,
+    ) -> Result<RepackedQ4_0> {
         if cols % QK != 0 || weights.len() != rows * (cols / QK) {
             return Err(Error::InvalidArgument(format!(
                 "cannot repack {} Q4_0 blocks as {rows} rows of {cols}",
@@ -135,7 +143,8 @@ impl RepackedQ4_0 {
                 (0..whole / 8)
                     .flat_map(|g| (0..per_row).map(move |b| (g, b)))
                     .map(|(g, b)| {
-                        let (d, qs) = interleave::<8, 128>(std::array::from_fn(|k| row(8 * g + k, b)), 8);
+                        let (d, qs) =
+                            interleave::<8, 128>(std::array::from_fn(|k| row(8 * g + k, b)), 8);
                         BlockQ4_0x8 { d, qs }
                     })
                     .collect(),
@@ -144,8 +153,10 @@ impl RepackedQ4_0 {
                 (0..whole / 4)
                     .flat_map(|g| (0..per_row).map(move |b| (g, b)))
                     .map(|(g, b)| {
-                        let (d, qs) =
-                            interleave::<4, 64>(std::array::from_fn(|k| row(4 * g + k, b)), layout.interleave());
+                        let (d, qs) = interleave::<4, 64>(
+                            std::array::from_fn(|k| row(4 * g + k, b)),
+                            layout.interleave(),
+                        );
                         BlockQ4_0x4 { d, qs }
                     })
                     .collect(),
@@ -188,7 +199,11 @@ impl RepackedQ4_0 {
         let r = self.layout.rows();
         match &self.groups {
             Groups::X4(g) => {
-                let f = if self.layout == RepackLayout::X4I4 { k.gemv_q4_0_x4i4 } else { k.gemv_q4_0_x4i8 };
+                let f = if self.layout == RepackLayout::X4I4 {
+                    k.gemv_q4_0_x4i4
+                } else {
+                    k.gemv_q4_0_x4i8
+                };
                 for (group, out) in g.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
                     f(group, x, out);
                 }

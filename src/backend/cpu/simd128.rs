@@ -10,6 +10,7 @@ mod imp {
     use std::arch::wasm32::*;
 
     use crate::backend::cpu::kernels::Kernels;
+    use crate::backend::cpu::repack::BlockQ4_0x4;
     use crate::tensor::blocks::*;
 
     pub fn kernels(base: Kernels) -> Kernels {
@@ -19,6 +20,7 @@ mod imp {
             vec_dot_q4_1_q8_1,
             vec_dot_q8_0_q8_0,
             vec_dot_f32,
+            gemv_q4_0_x4i4,
             ..base
         }
     }
@@ -125,6 +127,61 @@ mod imp {
             sum += (x.d.to_f32() * y.d.to_f32()) * hsum_i32(s) as f32 + x.m.to_f32() * y.s.to_f32();
         }
         sum
+    }
+
+    /// 4x4 layout: each 16-byte load is 4 bytes of each row; the matching 4
+    /// activation bytes are broadcast. Per block the four integer sums are
+    /// exact and scaled in `vec_dot`'s order, so outputs equal the scalar
+    /// `vec_dot` of each row.
+    fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+        let mut acc = f32x4_splat(0.0);
+        let eight = i8x16_splat(8);
+        for (b, y) in group.iter().zip(x) {
+            // Lanes of `rows01` and `rows23` hold pairs of products per row.
+            let (mut rows01, mut rows23) = (i32x4_splat(0), i32x4_splat(0));
+            for k in 0..4 {
+                let (lo, hi) = nibbles(b.qs[16 * k..16 * k + 16].try_into().unwrap_or(&[0; 16]));
+                let word = |at: usize| {
+                    i32::from_le_bytes([
+                        y.qs[at] as u8,
+                        y.qs[at + 1] as u8,
+                        y.qs[at + 2] as u8,
+                        y.qs[at + 3] as u8,
+                    ])
+                };
+                let ylo = i32x4_splat(word(4 * k));
+                let yhi = i32x4_splat(word(16 + 4 * k));
+                for (q, yv) in [(i8x16_sub(lo, eight), ylo), (i8x16_sub(hi, eight), yhi)] {
+                    rows01 = i32x4_add(
+                        rows01,
+                        i32x4_dot_i16x8(i16x8_extend_low_i8x16(q), i16x8_extend_low_i8x16(yv)),
+                    );
+                    rows23 = i32x4_add(
+                        rows23,
+                        i32x4_dot_i16x8(i16x8_extend_high_i8x16(q), i16x8_extend_high_i8x16(yv)),
+                    );
+                }
+            }
+            let sums = i32x4_add(
+                i32x4_shuffle::<0, 2, 4, 6>(rows01, rows23),
+                i32x4_shuffle::<1, 3, 5, 7>(rows01, rows23),
+            );
+            let dw = f32x4(
+                b.d[0].to_f32(),
+                b.d[1].to_f32(),
+                b.d[2].to_f32(),
+                b.d[3].to_f32(),
+            );
+            let scaled = f32x4_mul(
+                f32x4_mul(f32x4_convert_i32x4(sums), dw),
+                f32x4_splat(y.d.to_f32()),
+            );
+            acc = f32x4_add(acc, scaled);
+        }
+        out[0] = f32x4_extract_lane::<0>(acc);
+        out[1] = f32x4_extract_lane::<1>(acc);
+        out[2] = f32x4_extract_lane::<2>(acc);
+        out[3] = f32x4_extract_lane::<3>(acc);
     }
 
     fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
