@@ -81,25 +81,34 @@ fn gemv_equals_row_by_row_vec_dot() {
 fn gemm_equals_gemv_per_activation_row() {
     let mut rng = Rng::new(6);
     for k in supported_kernels() {
-        let layout = k.repack.unwrap_or(RepackLayout::X4I4);
-        let (rows, cols) = (12, 128);
-        let w = q4_0(&ggml_test_values(rng.next_u64(), rows * cols));
-        let packed = RepackedQ4_0::new(&w, rows, cols, layout).unwrap();
-        for n in 1..=5 {
-            let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
-            let mut out = vec![0f32; n * rows];
-            packed.gemm(&k, &x, n, &mut out).unwrap();
-            for i in 0..n {
-                let mut one = vec![0f32; rows];
-                packed
-                    .gemv(&k, &x[i * cols / QK..(i + 1) * cols / QK], &mut one)
-                    .unwrap();
-                assert_eq!(
-                    &out[i * rows..(i + 1) * rows],
-                    &one[..],
-                    "{} n={n}",
-                    k.variant
-                );
+        for layout in LAYOUTS {
+            for rows in [12, 13] {
+                let cols = 128;
+                let w = q4_0(&ggml_test_values(rng.next_u64(), rows * cols));
+                let packed = RepackedQ4_0::new(&w, rows, cols, layout).unwrap();
+                for n in 1..=5 {
+                    let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
+                    let mut out = vec![f32::NAN; n * rows];
+                    packed.gemm(&k, &x, n, &mut out).unwrap();
+                    for i in 0..n {
+                        let mut one = vec![0f32; rows];
+                        packed
+                            .gemv(&k, &x[i * cols / QK..(i + 1) * cols / QK], &mut one)
+                            .unwrap();
+                        let got: Vec<u32> = out[i * rows..(i + 1) * rows]
+                            .iter()
+                            .map(|v| v.to_bits())
+                            .collect();
+                        let want: Vec<u32> = one.iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(
+                            got,
+                            want,
+                            "{} {} rows={rows} n={n} act {i}",
+                            k.variant,
+                            layout.name()
+                        );
+                    }
+                }
             }
         }
     }

@@ -12,6 +12,9 @@ use crate::tensor::blocks::*;
 pub type QuantizeFn<B> = fn(&[f32], &mut [B]);
 /// One group of repacked rows times one activation row; writes one output per row.
 pub type GemvFn<G> = fn(&[G], &[BlockQ8_0], &mut [f32]);
+/// One group of repacked rows times `n` activation rows stored one after the
+/// other; output `r` of activation row `i` goes to `out[i * stride + r]`.
+pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 
 /// Every kernel the engine calls through a variant.
@@ -36,6 +39,8 @@ pub struct Kernels {
     pub gemv_q4_0_x4i4: GemvFn<BlockQ4_0x4>,
     pub gemv_q4_0_x4i8: GemvFn<BlockQ4_0x4>,
     pub gemv_q4_0_x8i8: GemvFn<BlockQ4_0x8>,
+    /// Matrix-matrix kernels where a variant has one (else GEMV per row).
+    pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
 }
 
 impl Kernels {
@@ -59,6 +64,7 @@ impl Kernels {
             gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
             gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,
             gemv_q4_0_x8i8: repack::gemv_q4_0_x8i8,
+            gemm_q4_0_x4i8: None,
         }
     }
 
@@ -74,9 +80,11 @@ impl Kernels {
             #[cfg(target_arch = "aarch64")]
             CpuVariant::Neon => super::neon::kernels(scalar),
             #[cfg(target_arch = "aarch64")]
-            CpuVariant::NeonDotprod | CpuVariant::NeonI8mm => super::neon::dotprod_kernels(scalar),
+            CpuVariant::NeonDotprod => super::neon::dotprod_kernels(scalar),
             #[cfg(target_arch = "aarch64")]
-            CpuVariant::Sve => super::sve::kernels(super::neon::dotprod_or_neon(scalar)),
+            CpuVariant::NeonI8mm => super::neon::i8mm_kernels(scalar),
+            #[cfg(target_arch = "aarch64")]
+            CpuVariant::Sve => super::sve::kernels(super::neon::best_neon(scalar), sve_bytes),
             #[cfg(target_arch = "wasm32")]
             CpuVariant::Simd128 => super::simd128::kernels(scalar),
             // Not compiled for this architecture: never supported, never here.

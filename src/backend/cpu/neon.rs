@@ -35,9 +35,22 @@ pub fn dotprod_kernels(base: Kernels) -> Kernels {
     }
 }
 
-/// The best NEON table for kernels the SVE variant does not replace.
-pub fn dotprod_or_neon(base: Kernels) -> Kernels {
-    if std::arch::is_aarch64_feature_detected!("dotprod") {
+/// NEON with dotprod and i8mm: adds the SMMLA matrix-matrix kernel.
+pub fn i8mm_kernels(base: Kernels) -> Kernels {
+    Kernels {
+        gemm_q4_0_x4i8: Some(gemm_q4_0_x4i8),
+        ..dotprod_kernels(base)
+    }
+}
+
+/// The best NEON table this CPU supports, for what the SVE variant does not
+/// replace.
+pub fn best_neon(base: Kernels) -> Kernels {
+    if std::arch::is_aarch64_feature_detected!("i8mm")
+        && std::arch::is_aarch64_feature_detected!("dotprod")
+    {
+        i8mm_kernels(base)
+    } else if std::arch::is_aarch64_feature_detected!("dotprod") {
         dotprod_kernels(base)
     } else {
         kernels(base)
@@ -45,7 +58,8 @@ pub fn dotprod_or_neon(base: Kernels) -> Kernels {
 }
 
 // Safe wrappers. SAFETY: NEON is part of every AArch64 CPU this target runs on;
-// the `_sdot` tables are only built when dotprod was detected.
+// the dotprod tables are only built when dotprod was detected, and the i8mm
+// table when i8mm was.
 
 fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
     unsafe { quantize_q8_0_impl(x, y) }
@@ -321,4 +335,94 @@ unsafe fn block_x4i8(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
         }
     }
     vpaddq_s32(s[0], s[1])
+}
+
+fn gemm_q4_0_x4i8(
+    group: &[BlockQ4_0x4],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let per_row = group.len();
+    let mut i = 0;
+    while i + 2 <= n {
+        let (x0, x1) = (
+            &x[i * per_row..(i + 1) * per_row],
+            &x[(i + 1) * per_row..(i + 2) * per_row],
+        );
+        let mut res = [0f32; 8];
+        unsafe { gemm_pair_x4i8(group, x0, x1, &mut res) };
+        for r in 0..4 {
+            out[i * stride + r] = res[2 * r];
+            out[(i + 1) * stride + r] = res[2 * r + 1];
+        }
+        i += 2;
+    }
+    if i < n {
+        gemv_q4_0_x4i8(
+            group,
+            &x[i * per_row..(i + 1) * per_row],
+            &mut out[i * stride..i * stride + 4],
+        );
+    }
+}
+
+#[inline(always)]
+unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+    let mut acc = acc;
+    asm!("smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
+        acc = inout(vreg) acc, a = in(vreg) a, b = in(vreg) b,
+        options(pure, nomem, nostack));
+    acc
+}
+
+/// Four repacked rows times two activation rows with SMMLA: each instruction
+/// multiplies 8 bytes of two weight rows by 8 bytes of the two activation rows
+/// (a 2x2 tile). Per block the integer sums are exact and are scaled in
+/// `vec_dot`'s order. `res[2r + j]` = row r · activation row j.
+#[target_feature(enable = "dotprod,i8mm")]
+unsafe fn gemm_pair_x4i8(
+    group: &[BlockQ4_0x4],
+    x0: &[BlockQ8_0],
+    x1: &[BlockQ8_0],
+    res: &mut [f32; 8],
+) {
+    // acc[h] lanes: (row 2h, act 0), (row 2h, act 1), (row 2h+1, act 0), (row 2h+1, act 1)
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for ((b, y0), y1) in group.iter().zip(x0).zip(x1) {
+        let mut s = [vdupq_n_s32(0); 2];
+        for k in 0..2 {
+            let ylo = vcombine_s8(
+                vld1_s8(y0.qs.as_ptr().add(8 * k)),
+                vld1_s8(y1.qs.as_ptr().add(8 * k)),
+            );
+            let yhi = vcombine_s8(
+                vld1_s8(y0.qs.as_ptr().add(16 + 8 * k)),
+                vld1_s8(y1.qs.as_ptr().add(16 + 8 * k)),
+            );
+            for (h, s) in s.iter_mut().enumerate() {
+                let (lo, hi) = signed_nibbles(b.qs.as_ptr().add(32 * k + 16 * h));
+                *s = smmla(*s, lo, ylo);
+                *s = smmla(*s, hi, yhi);
+            }
+        }
+        let dy = [y0.d.to_f32(), y1.d.to_f32(), y0.d.to_f32(), y1.d.to_f32()];
+        for (h, (a, s)) in acc.iter_mut().zip(s).enumerate() {
+            let dw = [
+                b.d[2 * h].to_f32(),
+                b.d[2 * h].to_f32(),
+                b.d[2 * h + 1].to_f32(),
+                b.d[2 * h + 1].to_f32(),
+            ];
+            let scaled = vmulq_f32(
+                vmulq_f32(vcvtq_f32_s32(s), vld1q_f32(dw.as_ptr())),
+                vld1q_f32(dy.as_ptr()),
+            );
+            *a = vaddq_f32(*a, scaled);
+        }
+    }
+    // Row order: acc[0] = rows 0,1; acc[1] = rows 2,3, each as (act 0, act 1).
+    vst1q_f32(res.as_mut_ptr(), acc[0]);
+    vst1q_f32(res.as_mut_ptr().add(4), acc[1]);
 }

@@ -221,7 +221,9 @@ impl RepackedQ4_0 {
         Ok(())
     }
 
-    /// out[n][r] = row r · x[n] for `n` activation rows stored one after another.
+    /// out[i][r] = row r · x[i] for `n` activation rows stored one after
+    /// another (out is `n` rows of `rows`). Uses the variant's matrix-matrix
+    /// kernel for the layout where it has one, else GEMV per activation row.
     pub fn gemm(&self, k: &Kernels, x: &[BlockQ8_0], n: usize, out: &mut [f32]) -> Result<()> {
         let per_row = self.cols / QK;
         if x.len() != n * per_row || out.len() != n * self.rows {
@@ -235,8 +237,25 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        for (x, out) in x.chunks_exact(per_row).zip(out.chunks_exact_mut(self.rows)) {
-            self.gemv(k, x, out)?;
+        let gemm = match (&self.groups, self.layout) {
+            (Groups::X4(g), RepackLayout::X4I8) => k.gemm_q4_0_x4i8.map(|f| (g, f)),
+            _ => None,
+        };
+        let Some((groups, f)) = gemm else {
+            for (x, out) in x.chunks_exact(per_row).zip(out.chunks_exact_mut(self.rows)) {
+                self.gemv(k, x, out)?;
+            }
+            return Ok(());
+        };
+        let r = self.layout.rows();
+        for (g, group) in groups.chunks_exact(per_row).enumerate() {
+            f(group, x, n, &mut out[g * r..], self.rows);
+        }
+        let first_tail = self.rows / r * r;
+        for (i, x) in x.chunks_exact(per_row).enumerate() {
+            for (t, row) in self.tail.chunks_exact(per_row).enumerate() {
+                out[i * self.rows + first_tail + t] = (k.vec_dot_q4_0_q8_0)(row, x);
+            }
         }
         Ok(())
     }
