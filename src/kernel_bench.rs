@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use half::f16;
 
+use crate::backend::cpu::repack::{RepackLayout, RepackedQ4_0};
 use crate::backend::cpu::{CpuFeatures, CpuVariant, Kernels};
 use crate::tensor::blocks::*;
 use crate::tensor::{kquants, quantize};
@@ -208,6 +209,48 @@ pub fn run(
             cols,
             t,
         ));
+        // Repacked Q4_0: GEMV (one activation row) and GEMM (8 rows).
+        for layout in [RepackLayout::X4I4, RepackLayout::X4I8, RepackLayout::X8I8] {
+            if k.repack != Some(layout) {
+                continue;
+            }
+            let Ok(packed) = RepackedQ4_0::new(&w4_0, rows, cols, layout) else {
+                continue;
+            };
+            let mut out = vec![0f32; rows];
+            let secs = time_rows(t, || {
+                let _ = packed.gemv(&k, &x8_0, &mut out);
+                out[0]
+            });
+            let name = match layout {
+                RepackLayout::X4I4 => "gemv q4_0 4x4",
+                RepackLayout::X4I8 => "gemv q4_0 4x8",
+                RepackLayout::X8I8 => "gemv q4_0 8x8",
+            };
+            results.push(KernelResult {
+                kernel: name,
+                variant: variant.name(),
+                gb_per_s: std::mem::size_of_val(&w4_0[..]) as f64 / secs / 1e9,
+                gops: (rows * cols) as f64 / secs / 1e9,
+            });
+            let n = 8;
+            let xs = blocks(&noise.values(n * cols), quantize::q8_0);
+            let mut out = vec![0f32; n * rows];
+            let secs = time_rows(t, || {
+                let _ = packed.gemm(&k, &xs, n, &mut out);
+                out[0]
+            });
+            results.push(KernelResult {
+                kernel: match layout {
+                    RepackLayout::X4I4 => "gemm8 q4_0 4x4",
+                    RepackLayout::X4I8 => "gemm8 q4_0 4x8",
+                    RepackLayout::X8I8 => "gemm8 q4_0 8x8",
+                },
+                variant: variant.name(),
+                gb_per_s: std::mem::size_of_val(&w4_0[..]) as f64 / secs / 1e9,
+                gops: (n * rows * cols) as f64 / secs / 1e9,
+            });
+        }
         // Activation quantization: bytes of f32 read.
         let mut q = vec![BlockQ8_0::zeroed(); cols / QK];
         let secs = time_rows(t, || {

@@ -203,9 +203,15 @@ mod cli {
             "kernel", "variant", "GB/s", "Gop/s", "x"
         );
         for r in &results {
+            // Repacked kernels compare with the plain scalar q4_0 dot product.
+            let base = if r.kernel.contains("q4_0 ") {
+                "q4_0·q8_0"
+            } else {
+                r.kernel
+            };
             let scalar = results
                 .iter()
-                .find(|s| s.kernel == r.kernel && s.variant == "scalar")
+                .find(|s| s.kernel == base && s.variant == "scalar")
                 .map_or(f64::NAN, |s| s.gb_per_s);
             text += &format!(
                 "  {:<14} {:<14} {:>9.2} {:>9.2} {:>8.2}\n",
