@@ -15,6 +15,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
+        vec_dot_f16,
         gemv_q4_0_x8i8,
         ..base
     }
@@ -38,8 +39,17 @@ fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     unsafe { vec_dot_f32_impl(x, y) }
 }
+fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
+    unsafe { vec_dot_f16_impl(x, y) }
+}
 fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     unsafe { gemv_q4_0_x8i8_impl(group, x, out) }
+}
+
+/// One f16 to f32 with F16C (exact), without `half`'s run-time dispatch.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn fp16(h: half::f16) -> f32 {
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -121,41 +131,72 @@ unsafe fn dot_i8_i8(a: __m256i, b: __m256i) -> __m256 {
     dot_u8_i8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a))
 }
 
-#[target_feature(enable = "avx2,fma")]
+/// Sums `term(block)` (a vector of 8 partial products) over blocks, scaled by
+/// `scale(block)`, with two accumulators so consecutive blocks do not wait on
+/// each other's FMA.
+#[inline(always)]
+unsafe fn sum_blocks<X, Y>(
+    x: &[X],
+    y: &[Y],
+    scale: impl Fn(&X, &Y) -> f32,
+    term: impl Fn(&X, &Y) -> __m256,
+) -> f32 {
+    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut pairs = x.chunks_exact(2).zip(y.chunks_exact(2));
+    for (xs, ys) in &mut pairs {
+        for k in 0..2 {
+            acc[k] = _mm256_fmadd_ps(
+                _mm256_set1_ps(scale(&xs[k], &ys[k])),
+                term(&xs[k], &ys[k]),
+                acc[k],
+            );
+        }
+    }
+    let n = x.len().min(y.len());
+    if n % 2 == 1 {
+        let (xl, yl) = (&x[n - 1], &y[n - 1]);
+        acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(scale(xl, yl)), term(xl, yl), acc[0]);
+    }
+    hsum_f32(_mm256_add_ps(acc[0], acc[1]))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (x, y) in x.iter().zip(y) {
-        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
-        let qx = _mm256_sub_epi8(nibbles(&x.qs), _mm256_set1_epi8(8));
-        let qy = _mm256_loadu_si256(y.qs.as_ptr().cast());
-        acc = _mm256_fmadd_ps(d, dot_i8_i8(qx, qy), acc);
-    }
-    hsum_f32(acc)
+    sum_blocks(
+        x,
+        y,
+        |x, y| fp16(x.d) * fp16(y.d),
+        |x, y| {
+            let qx = _mm256_sub_epi8(nibbles(&x.qs), _mm256_set1_epi8(8));
+            dot_i8_i8(qx, _mm256_loadu_si256(y.qs.as_ptr().cast()))
+        },
+    )
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0.0f32;
-    for (x, y) in x.iter().zip(y) {
-        mins += x.m.to_f32() * y.s.to_f32();
-        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
-        let qy = _mm256_loadu_si256(y.qs.as_ptr().cast());
-        acc = _mm256_fmadd_ps(d, dot_u8_i8(nibbles(&x.qs), qy), acc);
-    }
-    hsum_f32(acc) + mins
+    let mins: f32 = x.iter().zip(y).map(|(x, y)| fp16(x.m) * fp16(y.s)).sum();
+    sum_blocks(
+        x,
+        y,
+        |x, y| fp16(x.d) * fp16(y.d),
+        |x, y| dot_u8_i8(nibbles(&x.qs), _mm256_loadu_si256(y.qs.as_ptr().cast())),
+    ) + mins
 }
 
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (x, y) in x.iter().zip(y) {
-        let d = _mm256_set1_ps(x.d.to_f32() * y.d.to_f32());
-        let qx = _mm256_loadu_si256(x.qs.as_ptr().cast());
-        let qy = _mm256_loadu_si256(y.qs.as_ptr().cast());
-        acc = _mm256_fmadd_ps(d, dot_i8_i8(qx, qy), acc);
-    }
-    hsum_f32(acc)
+    sum_blocks(
+        x,
+        y,
+        |x, y| fp16(x.d) * fp16(y.d),
+        |x, y| {
+            dot_i8_i8(
+                _mm256_loadu_si256(x.qs.as_ptr().cast()),
+                _mm256_loadu_si256(y.qs.as_ptr().cast()),
+            )
+        },
+    )
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -215,9 +256,33 @@ unsafe fn gemv_q4_0_x8i8_impl(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut 
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         let scaled = _mm256_mul_ps(
             _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
-            _mm256_set1_ps(y.d.to_f32()),
+            _mm256_set1_ps(fp16(y.d)),
         );
         acc = _mm256_add_ps(acc, scaled);
     }
     _mm256_storeu_ps(out.as_mut_ptr(), acc);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut i = 0;
+    while i + 32 <= n {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let xv = _mm256_cvtph_ps(_mm_loadu_si128(x.as_ptr().add(i + 8 * k).cast()));
+            let yv = _mm256_cvtph_ps(_mm_loadu_si128(y.as_ptr().add(i + 8 * k).cast()));
+            *a = _mm256_fmadd_ps(xv, yv, *a);
+        }
+        i += 32;
+    }
+    let mut sum = hsum_f32(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ));
+    while i < n {
+        sum += fp16(x[i]) * fp16(y[i]);
+        i += 1;
+    }
+    sum
 }

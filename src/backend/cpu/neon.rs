@@ -19,6 +19,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
+        vec_dot_f16,
         ..base
     }
 }
@@ -88,6 +89,9 @@ fn vec_dot_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     unsafe { vec_dot_f32_impl(x, y) }
+}
+fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
+    unsafe { vec_dot_f16_impl(x, y) }
 }
 fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     unsafe { gemv_x4(group, x, out, |b, y| block_x4i4(b, y)) }
@@ -425,4 +429,39 @@ unsafe fn gemm_pair_x4i8(
     // Row order: acc[0] = rows 0,1; acc[1] = rows 2,3, each as (act 0, act 1).
     vst1q_f32(res.as_mut_ptr(), acc[0]);
     vst1q_f32(res.as_mut_ptr().add(4), acc[1]);
+}
+
+/// Eight f16 to two f32x4 with FCVTL/FCVTL2 (base ARMv8; exact).
+#[inline(always)]
+unsafe fn f16x8_to_f32(p: *const half::f16) -> (float32x4_t, float32x4_t) {
+    let h = vld1q_u16(p.cast());
+    let (lo, hi): (float32x4_t, float32x4_t);
+    asm!("fcvtl {lo:v}.4s, {h:v}.4h", "fcvtl2 {hi:v}.4s, {h:v}.8h",
+        h = in(vreg) h, lo = out(vreg) lo, hi = out(vreg) hi,
+        options(pure, nomem, nostack));
+    (lo, hi)
+}
+
+unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
+    let n = x.len().min(y.len());
+    let mut acc = [vdupq_n_f32(0.0); 4];
+    let mut i = 0;
+    while i + 16 <= n {
+        for k in 0..2 {
+            let (x0, x1) = f16x8_to_f32(x.as_ptr().add(i + 8 * k));
+            let (y0, y1) = f16x8_to_f32(y.as_ptr().add(i + 8 * k));
+            acc[2 * k] = vfmaq_f32(acc[2 * k], x0, y0);
+            acc[2 * k + 1] = vfmaq_f32(acc[2 * k + 1], x1, y1);
+        }
+        i += 16;
+    }
+    let mut sum = vaddvq_f32(vaddq_f32(
+        vaddq_f32(acc[0], acc[1]),
+        vaddq_f32(acc[2], acc[3]),
+    ));
+    while i < n {
+        sum += x[i].to_f32() * y[i].to_f32();
+        i += 1;
+    }
+    sum
 }

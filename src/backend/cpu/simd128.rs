@@ -20,6 +20,7 @@ mod imp {
             vec_dot_q4_1_q8_1,
             vec_dot_q8_0_q8_0,
             vec_dot_f32,
+            vec_dot_f16,
             gemv_q4_0_x4i4,
             ..base
         }
@@ -182,6 +183,49 @@ mod imp {
         out[1] = f32x4_extract_lane::<1>(acc);
         out[2] = f32x4_extract_lane::<2>(acc);
         out[3] = f32x4_extract_lane::<3>(acc);
+    }
+
+    /// Four f16 (as the low 64 bits of `h`) to f32x4, exactly: the exponent and
+    /// mantissa bits moved into place and scaled by 2^112 cover normal and
+    /// subnormal values; infinities and NaNs get the all-ones exponent.
+    #[inline(always)]
+    fn f16x4_to_f32(h: v128) -> v128 {
+        let h = u32x4_extend_low_u16x8(h);
+        let sign = u32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+        let em = u32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13);
+        let scaled = f32x4_mul(em, f32x4_splat(f32::from_bits(0x7780_0000))); // 2^112
+        let special = u32x4_eq(v128_and(h, u32x4_splat(0x7c00)), u32x4_splat(0x7c00));
+        let inf_nan = v128_or(em, u32x4_splat(0x7f80_0000));
+        v128_or(v128_bitselect(inf_nan, scaled, special), sign)
+    }
+
+    fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
+        let n = x.len().min(y.len());
+        let mut acc = [f32x4_splat(0.0); 2];
+        let mut i = 0;
+        while i + 8 <= n {
+            // SAFETY: 8 f16 (16 bytes) remain at i in both slices.
+            let (xv, yv) = unsafe {
+                (
+                    v128_load(x.as_ptr().add(i).cast()),
+                    v128_load(y.as_ptr().add(i).cast()),
+                )
+            };
+            let (xh, yh) = (i64x2_shuffle::<1, 1>(xv, xv), i64x2_shuffle::<1, 1>(yv, yv));
+            acc[0] = f32x4_add(acc[0], f32x4_mul(f16x4_to_f32(xv), f16x4_to_f32(yv)));
+            acc[1] = f32x4_add(acc[1], f32x4_mul(f16x4_to_f32(xh), f16x4_to_f32(yh)));
+            i += 8;
+        }
+        let v = f32x4_add(acc[0], acc[1]);
+        let mut sum = f32x4_extract_lane::<0>(v)
+            + f32x4_extract_lane::<1>(v)
+            + f32x4_extract_lane::<2>(v)
+            + f32x4_extract_lane::<3>(v);
+        while i < n {
+            sum += x[i].to_f32() * y[i].to_f32();
+            i += 1;
+        }
+        sum
     }
 
     fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
