@@ -5,6 +5,7 @@
 use std::arch::x86_64::*;
 
 use super::kernels::Kernels;
+use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
 
@@ -16,6 +17,9 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
         vec_dot_f16,
+        vec_dot_q4_k_q8_k,
+        vec_dot_q5_k_q8_k,
+        vec_dot_q6_k_q8_k,
         gemv_q4_0_x8i8,
         ..base
     }
@@ -44,6 +48,108 @@ fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
 }
 fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     unsafe { gemv_q4_0_x8i8_impl(group, x, out) }
+}
+fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    unsafe { q4_k_impl(x, y) }
+}
+fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    unsafe { q5_k_impl(x, y) }
+}
+fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    unsafe { q6_k_impl(x, y) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_impl(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    kquant_dot::q4_k::<Avx2Dots>(x, y)
+}
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_k_impl(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    kquant_dot::q5_k::<Avx2Dots>(x, y)
+}
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_impl(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    kquant_dot::q6_k::<Avx2Dots>(x, y)
+}
+
+/// Sum of the eight i32 lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01));
+    _mm_cvtsi128_si32(s)
+}
+
+/// u8 (at most 63) times i8, summed in groups of four bytes into i32 lanes.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn madd_u8_i8(u: __m256i, s: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+}
+
+struct Avx2Dots;
+
+impl IntDots for Avx2Dots {
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+        let v = _mm256_loadu_si256(q.as_ptr().cast());
+        let m = _mm256_set1_epi8(0x0F);
+        let lo = _mm256_and_si256(v, m);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+        (
+            hsum_i32(madd_u8_i8(lo, _mm256_loadu_si256(a.as_ptr().cast()))),
+            hsum_i32(madd_u8_i8(hi, _mm256_loadu_si256(b.as_ptr().cast()))),
+        )
+    }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+        let v = _mm256_loadu_si256(h.as_ptr().cast());
+        let one = _mm256_set1_epi8(1);
+        let shift = _mm_cvtsi32_si128(bit as i32);
+        let lo = _mm256_and_si256(_mm256_srl_epi16(v, shift), one);
+        let hi = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(bit as i32 + 1)), one);
+        (
+            hsum_i32(madd_u8_i8(lo, _mm256_loadu_si256(a.as_ptr().cast()))),
+            hsum_i32(madd_u8_i8(hi, _mm256_loadu_si256(b.as_ptr().cast()))),
+        )
+    }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn q6_dots(
+        ql: &[u8; 32],
+        high: bool,
+        qh: &[u8; 32],
+        shift: u32,
+        a: &[i8; 32],
+    ) -> (i32, i32) {
+        let l = _mm256_loadu_si256(ql.as_ptr().cast());
+        let nib = if high { _mm256_srli_epi16(l, 4) } else { l };
+        let nib = _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
+        let h = _mm256_srl_epi16(
+            _mm256_loadu_si256(qh.as_ptr().cast()),
+            _mm_cvtsi32_si128(shift as i32),
+        );
+        let h = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(3)), 4);
+        // Unsigned q (0..63) times a, minus 32 × Σa, per 16-value half.
+        let q = _mm256_or_si256(nib, h);
+        let av = _mm256_loadu_si256(a.as_ptr().cast());
+        let prod = madd_u8_i8(q, av);
+        let sums = madd_u8_i8(_mm256_set1_epi8(32), av);
+        let d = _mm256_sub_epi32(prod, sums);
+        let low = _mm256_castsi256_si128(d);
+        let high = _mm256_extracti128_si256(d, 1);
+        let h128 = |s: __m128i| {
+            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01)))
+        };
+        (h128(low), h128(high))
+    }
 }
 
 /// One f16 to f32 with F16C (exact), without `half`'s run-time dispatch.

@@ -3,6 +3,7 @@
 
 pub mod features;
 pub mod kernels;
+mod kquant_dot;
 pub mod repack;
 pub mod scalar;
 pub mod variant;

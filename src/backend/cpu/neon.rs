@@ -8,6 +8,7 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::kernels::Kernels;
+use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
 
@@ -20,6 +21,9 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
         vec_dot_f16,
+        vec_dot_q4_k_q8_k,
+        vec_dot_q5_k_q8_k,
+        vec_dot_q6_k_q8_k,
         ..base
     }
 }
@@ -92,6 +96,15 @@ fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
 }
 fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
     unsafe { vec_dot_f16_impl(x, y) }
+}
+fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    unsafe { kquant_dot::q4_k::<NeonDots>(x, y) }
+}
+fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    unsafe { kquant_dot::q5_k::<NeonDots>(x, y) }
+}
+fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    unsafe { kquant_dot::q6_k::<NeonDots>(x, y) }
 }
 fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     unsafe { gemv_x4(group, x, out, |b, y| block_x4i4(b, y)) }
@@ -464,4 +477,73 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
         i += 1;
     }
     sum
+}
+
+/// Exact integer primitives for the k-quant kernels, in plain NEON.
+struct NeonDots;
+
+impl IntDots for NeonDots {
+    #[inline(always)]
+    unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+        let m = vdupq_n_u8(0x0F);
+        let (q0, q1) = (vld1q_u8(q.as_ptr()), vld1q_u8(q.as_ptr().add(16)));
+        let lo = vaddq_s32(
+            dot16(vreinterpretq_s8_u8(vandq_u8(q0, m)), vld1q_s8(a.as_ptr())),
+            dot16(
+                vreinterpretq_s8_u8(vandq_u8(q1, m)),
+                vld1q_s8(a.as_ptr().add(16)),
+            ),
+        );
+        let hi = vaddq_s32(
+            dot16(vreinterpretq_s8_u8(vshrq_n_u8(q0, 4)), vld1q_s8(b.as_ptr())),
+            dot16(
+                vreinterpretq_s8_u8(vshrq_n_u8(q1, 4)),
+                vld1q_s8(b.as_ptr().add(16)),
+            ),
+        );
+        (vaddvq_s32(lo), vaddvq_s32(hi))
+    }
+
+    #[inline(always)]
+    unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+        let (h0, h1) = (vld1q_u8(h.as_ptr()), vld1q_u8(h.as_ptr().add(16)));
+        let masked = |mask: u8, v: &[i8; 32]| {
+            let m = vdupq_n_u8(mask);
+            let s0 = vandq_s8(vld1q_s8(v.as_ptr()), vreinterpretq_s8_u8(vtstq_u8(h0, m)));
+            let s1 = vandq_s8(
+                vld1q_s8(v.as_ptr().add(16)),
+                vreinterpretq_s8_u8(vtstq_u8(h1, m)),
+            );
+            vaddlvq_s8(s0) as i32 + vaddlvq_s8(s1) as i32
+        };
+        (masked(1 << bit, a), masked(1 << (bit + 1), b))
+    }
+
+    #[inline(always)]
+    unsafe fn q6_dots(
+        ql: &[u8; 32],
+        high: bool,
+        qh: &[u8; 32],
+        shift: u32,
+        a: &[i8; 32],
+    ) -> (i32, i32) {
+        let half = |off: usize| {
+            let l = vld1q_u8(ql.as_ptr().add(off));
+            let nib = if high {
+                vshrq_n_u8(l, 4)
+            } else {
+                vandq_u8(l, vdupq_n_u8(0x0F))
+            };
+            let hb = vandq_u8(
+                vshlq_u8(vld1q_u8(qh.as_ptr().add(off)), vdupq_n_s8(-(shift as i8))),
+                vdupq_n_u8(3),
+            );
+            let q = vsubq_s8(
+                vreinterpretq_s8_u8(vorrq_u8(nib, vshlq_n_u8(hb, 4))),
+                vdupq_n_s8(32),
+            );
+            vaddvq_s32(dot16(q, vld1q_s8(a.as_ptr().add(off))))
+        };
+        (half(0), half(16))
+    }
 }

@@ -4,8 +4,8 @@
 
 use half::f16;
 
+use super::kquant_dot::{self, ScalarDots};
 use crate::tensor::blocks::*;
-use crate::tensor::dequantize::scale_min_k4;
 use crate::tensor::quantize;
 
 pub fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
@@ -100,83 +100,22 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     sum
 }
 
-/// Σ over the eight 32-value sub-blocks of scale × (q · y), and the correction
-/// Σ min × (sum of y) from Q8_K's 16-value sums, for Q4_K and Q5_K.
-fn k4_sums(scales: &[u8; 12], q: &[i32; QK_K], y: &BlockQ8K) -> (i32, i32) {
-    let mut dot = 0i32;
-    let mut mins = 0i32;
-    for j in 0..8 {
-        let (sc, m) = scale_min_k4(j, scales);
-        let d: i32 = (0..32)
-            .map(|l| q[32 * j + l] * y.qs[32 * j + l] as i32)
-            .sum();
-        dot += sc as i32 * d;
-        mins += m as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32);
-    }
-    (dot, mins)
-}
-
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     debug_assert_eq!(x.len(), y.len());
-    let mut sum = 0.0f32;
-    for (x, y) in x.iter().zip(y) {
-        let mut q = [0i32; QK_K];
-        for (chunk, qs) in x.qs.chunks_exact(32).enumerate() {
-            for l in 0..32 {
-                q[64 * chunk + l] = (qs[l] & 0xF) as i32;
-                q[64 * chunk + 32 + l] = (qs[l] >> 4) as i32;
-            }
-        }
-        let (dot, mins) = k4_sums(&x.scales, &q, y);
-        sum += x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * mins as f32;
-    }
-    sum
+    // SAFETY: the scalar primitives use no special instructions.
+    unsafe { kquant_dot::q4_k::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     debug_assert_eq!(x.len(), y.len());
-    let mut sum = 0.0f32;
-    for (x, y) in x.iter().zip(y) {
-        let mut q = [0i32; QK_K];
-        for (chunk, qs) in x.qs.chunks_exact(32).enumerate() {
-            for l in 0..32 {
-                let h1 = ((x.qh[l] >> (2 * chunk)) & 1) as i32;
-                let h2 = ((x.qh[l] >> (2 * chunk + 1)) & 1) as i32;
-                q[64 * chunk + l] = (qs[l] & 0xF) as i32 | (h1 << 4);
-                q[64 * chunk + 32 + l] = (qs[l] >> 4) as i32 | (h2 << 4);
-            }
-        }
-        let (dot, mins) = k4_sums(&x.scales, &q, y);
-        sum += x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * mins as f32;
-    }
-    sum
+    // SAFETY: as above.
+    unsafe { kquant_dot::q5_k::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     debug_assert_eq!(x.len(), y.len());
-    let mut sum = 0.0f32;
-    for (x, y) in x.iter().zip(y) {
-        let mut dot = 0i32;
-        for half in 0..2 {
-            let ql = &x.ql[64 * half..];
-            let qh = &x.qh[32 * half..];
-            for l in 0..32 {
-                let q = [
-                    ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) as i32 - 32,
-                    ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32,
-                    ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32,
-                    ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32,
-                ];
-                for (k, q) in q.into_iter().enumerate() {
-                    let idx = 128 * half + 32 * k + l;
-                    let scale = x.scales[8 * half + 2 * k + l / 16] as i32;
-                    dot += scale * q * y.qs[idx] as i32;
-                }
-            }
-        }
-        sum += x.d.to_f32() * y.d * dot as f32;
-    }
-    sum
+    // SAFETY: as above.
+    unsafe { kquant_dot::q6_k::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {

@@ -10,6 +10,7 @@ mod imp {
     use std::arch::wasm32::*;
 
     use crate::backend::cpu::kernels::Kernels;
+    use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::BlockQ4_0x4;
     use crate::tensor::blocks::*;
 
@@ -21,6 +22,9 @@ mod imp {
             vec_dot_q8_0_q8_0,
             vec_dot_f32,
             vec_dot_f16,
+            vec_dot_q4_k_q8_k,
+            vec_dot_q5_k_q8_k,
+            vec_dot_q6_k_q8_k,
             gemv_q4_0_x4i4,
             ..base
         }
@@ -226,6 +230,74 @@ mod imp {
             i += 1;
         }
         sum
+    }
+
+    fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        // SAFETY: the module is built with simd128.
+        unsafe { kquant_dot::q4_k::<Simd128Dots>(x, y) }
+    }
+    fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+        // SAFETY: as above.
+        unsafe { kquant_dot::q5_k::<Simd128Dots>(x, y) }
+    }
+    fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        // SAFETY: as above.
+        unsafe { kquant_dot::q6_k::<Simd128Dots>(x, y) }
+    }
+
+    /// Exact integer primitives for the k-quant kernels.
+    struct Simd128Dots;
+
+    impl IntDots for Simd128Dots {
+        #[inline(always)]
+        unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+            let m = u8x16_splat(0x0F);
+            let (q0, q1) = (load16(&q[..]), load16(&q[16..]));
+            let lo = i32x4_add(
+                dot16(v128_and(q0, m), load16(&a[..])),
+                dot16(v128_and(q1, m), load16(&a[16..])),
+            );
+            let hi = i32x4_add(
+                dot16(u8x16_shr(q0, 4), load16(&b[..])),
+                dot16(u8x16_shr(q1, 4), load16(&b[16..])),
+            );
+            (hsum_i32(lo), hsum_i32(hi))
+        }
+
+        #[inline(always)]
+        unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+            let (h0, h1) = (load16(&h[..]), load16(&h[16..]));
+            let masked = |mask: u8, v: &[i8; 32]| {
+                let m = u8x16_splat(mask);
+                let s0 = v128_and(load16(&v[..]), i8x16_ne(v128_and(h0, m), u8x16_splat(0)));
+                let s1 = v128_and(load16(&v[16..]), i8x16_ne(v128_and(h1, m), u8x16_splat(0)));
+                let ones = i8x16_splat(1);
+                hsum_i32(i32x4_add(dot16(s0, ones), dot16(s1, ones)))
+            };
+            (masked(1 << bit, a), masked(1 << (bit + 1), b))
+        }
+
+        #[inline(always)]
+        unsafe fn q6_dots(
+            ql: &[u8; 32],
+            high: bool,
+            qh: &[u8; 32],
+            shift: u32,
+            a: &[i8; 32],
+        ) -> (i32, i32) {
+            let half = |off: usize| {
+                let l = load16(&ql[off..]);
+                let nib = if high {
+                    u8x16_shr(l, 4)
+                } else {
+                    v128_and(l, u8x16_splat(0x0F))
+                };
+                let hb = v128_and(u8x16_shr(load16(&qh[off..]), shift), u8x16_splat(3));
+                let q = i8x16_sub(v128_or(nib, i8x16_shl(hb, 4)), i8x16_splat(32));
+                hsum_i32(dot16(q, load16(&a[off..])))
+            };
+            (half(0), half(16))
+        }
     }
 
     fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {

@@ -1,0 +1,144 @@
+//! The k-quant dot products (Q4_K, Q5_K, Q6_K with Q8_K), written once over a
+//! small set of exact integer primitives (`IntDots`) that each instruction set
+//! implements. Integer results are exact and the float combination is this
+//! one code, so every variant's k-quant kernels equal the scalar ones bit for
+//! bit.
+
+use crate::tensor::blocks::*;
+use crate::tensor::dequantize::scale_min_k4;
+
+/// Exact integer dot products over 32 values, per instruction set.
+///
+/// # Safety
+/// Implementations may use instructions the CPU must support: call them only
+/// from a kernel table of a variant the registry found supported.
+pub(crate) trait IntDots {
+    /// (Σ low_nibble(q[l])·a[l], Σ high_nibble(q[l])·b[l]) over 32 bytes.
+    unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32);
+    /// (Σ a[l] where bit `bit` of h[l] is set, Σ b[l] where bit `bit + 1` is).
+    unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32);
+    /// With q[l] = (nibble of ql[l], high or low) | ((qh[l] >> shift) & 3) << 4,
+    /// minus 32: (Σ q·a over l < 16, Σ q·a over l >= 16).
+    unsafe fn q6_dots(
+        ql: &[u8; 32],
+        high: bool,
+        qh: &[u8; 32],
+        shift: u32,
+        a: &[i8; 32],
+    ) -> (i32, i32);
+}
+
+#[inline(always)]
+fn arr32<T>(s: &[T]) -> &[T; 32] {
+    s[..32].try_into().expect("32 elements")
+}
+
+/// Σ min_j × (sum of the 32 activations of sub-block j), from Q8_K's 16-sums.
+#[inline(always)]
+fn k4_mins(scales: &[u8; 12], y: &BlockQ8K) -> i32 {
+    (0..8)
+        .map(|j| {
+            scale_min_k4(j, scales).1 as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32)
+        })
+        .sum()
+}
+
+/// Q4_K · Q8_K.
+#[inline(always)]
+pub(crate) unsafe fn q4_k<D: IntDots>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let mut dot = 0i32;
+        for c in 0..4 {
+            let (d0, d1) = D::nibble_dots(
+                arr32(&x.qs[32 * c..]),
+                arr32(&y.qs[64 * c..]),
+                arr32(&y.qs[64 * c + 32..]),
+            );
+            dot += scale_min_k4(2 * c, &x.scales).0 as i32 * d0
+                + scale_min_k4(2 * c + 1, &x.scales).0 as i32 * d1;
+        }
+        sum +=
+            x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * k4_mins(&x.scales, y) as f32;
+    }
+    sum
+}
+
+/// Q5_K · Q8_K: the Q4_K sums plus 16 × the activations whose fifth bit is set.
+#[inline(always)]
+pub(crate) unsafe fn q5_k<D: IntDots>(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let mut dot = 0i32;
+        for c in 0..4 {
+            let (a, b) = (arr32(&y.qs[64 * c..]), arr32(&y.qs[64 * c + 32..]));
+            let (d0, d1) = D::nibble_dots(arr32(&x.qs[32 * c..]), a, b);
+            let (h0, h1) = D::bit_sums(&x.qh, 2 * c as u32, a, b);
+            dot += scale_min_k4(2 * c, &x.scales).0 as i32 * (d0 + 16 * h0)
+                + scale_min_k4(2 * c + 1, &x.scales).0 as i32 * (d1 + 16 * h1);
+        }
+        sum +=
+            x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * k4_mins(&x.scales, y) as f32;
+    }
+    sum
+}
+
+/// Q6_K · Q8_K.
+#[inline(always)]
+pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let mut dot = 0i32;
+        for half in 0..2 {
+            let qh = arr32(&x.qh[32 * half..]);
+            for k in 0..4 {
+                let ql = arr32(&x.ql[64 * half + 32 * (k % 2)..]);
+                let a = arr32(&y.qs[128 * half + 32 * k..]);
+                let (s0, s1) = D::q6_dots(ql, k >= 2, qh, 2 * k as u32, a);
+                let sc = &x.scales[8 * half + 2 * k..];
+                dot += sc[0] as i32 * s0 + sc[1] as i32 * s1;
+            }
+        }
+        sum += x.d.to_f32() * y.d * dot as f32;
+    }
+    sum
+}
+
+/// The reference primitives, in plain Rust.
+pub(crate) struct ScalarDots;
+
+impl IntDots for ScalarDots {
+    unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+        let lo = (0..32).map(|l| (q[l] & 0xF) as i32 * a[l] as i32).sum();
+        let hi = (0..32).map(|l| (q[l] >> 4) as i32 * b[l] as i32).sum();
+        (lo, hi)
+    }
+
+    unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+        let lo = (0..32)
+            .filter(|&l| (h[l] >> bit) & 1 != 0)
+            .map(|l| a[l] as i32)
+            .sum();
+        let hi = (0..32)
+            .filter(|&l| (h[l] >> (bit + 1)) & 1 != 0)
+            .map(|l| b[l] as i32)
+            .sum();
+        (lo, hi)
+    }
+
+    unsafe fn q6_dots(
+        ql: &[u8; 32],
+        high: bool,
+        qh: &[u8; 32],
+        shift: u32,
+        a: &[i8; 32],
+    ) -> (i32, i32) {
+        let q = |l: usize| {
+            let nib = if high { ql[l] >> 4 } else { ql[l] & 0xF };
+            (nib | (((qh[l] >> shift) & 3) << 4)) as i32 - 32
+        };
+        let s0 = (0..16).map(|l| q(l) * a[l] as i32).sum();
+        let s1 = (16..32).map(|l| q(l) * a[l] as i32).sum();
+        (s0, s1)
+    }
+}
