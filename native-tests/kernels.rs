@@ -82,6 +82,44 @@ fn quantize_q8_0_matches_scalar_exactly() {
     }
 }
 
+#[test]
+fn quantize_q8_1_and_q8_k_match_scalar_exactly() {
+    let scalar = Kernels::scalar();
+    let mut rng = Rng::new(7);
+    for (variant, k) in variants() {
+        for blocks in BLOCKS {
+            let x = random_values(&mut rng, blocks * QK_K);
+            assert_eq!(
+                quantized(&x, k.quantize_q8_1),
+                quantized(&x, scalar.quantize_q8_1),
+                "{variant} q8_1"
+            );
+            let a = quantized(&x, k.quantize_q8_k);
+            let b = quantized(&x, scalar.quantize_q8_k);
+            for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(
+                    a.d.to_bits(),
+                    b.d.to_bits(),
+                    "{variant} q8_K block {i} scale"
+                );
+                assert_eq!(a.qs, b.qs, "{variant} q8_K block {i}");
+                assert_eq!(a.bsums, b.bsums, "{variant} q8_K block {i} sums");
+            }
+        }
+        // Ties: values whose scaled form ends in exactly .5 round to even.
+        let mut x = vec![0.0f32; QK_K];
+        x[0] = -127.0;
+        for (i, v) in x.iter_mut().enumerate().skip(1) {
+            *v = -((i % 100) as f32 + 0.5);
+        }
+        assert_eq!(
+            quantized(&x, k.quantize_q8_k)[0].qs,
+            quantized(&x, scalar.quantize_q8_k)[0].qs,
+            "{variant} ties"
+        );
+    }
+}
+
 /// Runs one vec_dot kernel of every variant against scalar.
 fn check_vec_dot<X: Block + Copy, Y: Block + Copy>(
     name: &str,

@@ -12,6 +12,8 @@ use crate::tensor::blocks::*;
 pub fn kernels(base: Kernels) -> Kernels {
     Kernels {
         quantize_q8_0,
+        quantize_q8_1,
+        quantize_q8_k,
         vec_dot_q4_0_q8_0,
         vec_dot_q4_1_q8_1,
         vec_dot_q8_0_q8_0,
@@ -31,8 +33,42 @@ pub fn kernels(base: Kernels) -> Kernels {
 fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
     unsafe { quantize_q8_0_impl(x, y) }
 }
+fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+    super::scalar::q8_1_from_q8_0(x, y, quantize_q8_0)
+}
+fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
+    super::scalar::q8_k_with(x, y, |x, iscale, q| unsafe {
+        round_scaled_q8_k(x, iscale, q)
+    })
+}
 fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q4_0_q8_0_impl(x, y) }
+}
+
+/// q = min(127, round-half-even(iscale × x)) for 256 values, as ggml's
+/// `nearest_int` rounds.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
+    let s = _mm256_set1_ps(iscale);
+    let cap = _mm256_set1_epi32(127);
+    for k in 0..QK_K / 32 {
+        let i: [__m256i; 4] = std::array::from_fn(|j| {
+            let v = _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(32 * k + 8 * j)), s);
+            _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_round_ps(
+                    v,
+                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+                )),
+                cap,
+            )
+        });
+        let i8s = _mm256_packs_epi16(
+            _mm256_packs_epi32(i[0], i[1]),
+            _mm256_packs_epi32(i[2], i[3]),
+        );
+        let i8s = _mm256_permutevar8x32_epi32(i8s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(q.as_mut_ptr().add(32 * k).cast(), i8s);
+    }
 }
 fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     unsafe { vec_dot_q4_1_q8_1_impl(x, y) }

@@ -16,6 +16,8 @@ use crate::tensor::blocks::*;
 pub fn kernels(base: Kernels) -> Kernels {
     Kernels {
         quantize_q8_0,
+        quantize_q8_1,
+        quantize_q8_k,
         vec_dot_q4_0_q8_0,
         vec_dot_q4_1_q8_1,
         vec_dot_q8_0_q8_0,
@@ -68,6 +70,14 @@ pub fn best_neon(base: Kernels) -> Kernels {
 
 fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
     unsafe { quantize_q8_0_impl(x, y) }
+}
+fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+    super::scalar::q8_1_from_q8_0(x, y, quantize_q8_0)
+}
+fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
+    super::scalar::q8_k_with(x, y, |x, iscale, q| unsafe {
+        round_scaled_q8_k(x, iscale, q)
+    })
 }
 fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { dot_blocks(x, y, |x, y| (q4_0_dot(x, y), x.d.to_f32(), y.d.to_f32())) }
@@ -545,5 +555,25 @@ impl IntDots for NeonDots {
             vaddvq_s32(dot16(q, vld1q_s8(a.as_ptr().add(off))))
         };
         (half(0), half(16))
+    }
+}
+
+/// q = min(127, round-half-even(iscale × x)) for 256 values (FCVTNS rounds to
+/// nearest even, as ggml's `nearest_int`).
+unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
+    let cap = vdupq_n_s32(127);
+    for k in 0..QK_K / 8 {
+        let a = vminq_s32(
+            vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x.as_ptr().add(8 * k)), iscale)),
+            cap,
+        );
+        let b = vminq_s32(
+            vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x.as_ptr().add(8 * k + 4)), iscale)),
+            cap,
+        );
+        vst1_s8(
+            q.as_mut_ptr().add(8 * k),
+            vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))),
+        );
     }
 }

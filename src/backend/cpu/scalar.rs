@@ -20,6 +20,55 @@ pub fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
     quantize::q8_k(x, y)
 }
 
+/// Q8_1 from a Q8_0 quantizer: the same scale and quants (ggml computes both
+/// the same way), plus s = d × Σq with d before its rounding to f16.
+#[inline(always)]
+pub(crate) fn q8_1_from_q8_0(
+    x: &[f32],
+    y: &mut [BlockQ8_1],
+    q8_0: impl Fn(&[f32], &mut [BlockQ8_0]),
+) {
+    for (x, b) in x.chunks_exact(QK).zip(y) {
+        let mut t = [BlockQ8_0::zeroed()];
+        q8_0(x, &mut t);
+        b.d = t[0].d;
+        b.qs = t[0].qs;
+        let sum: i32 = b.qs.iter().map(|&q| q as i32).sum();
+        let d = x.iter().fold(0.0f32, |a, &v| a.max(v.abs())) / 127.0;
+        b.s = f16::from_f32(sum as f32 * d);
+    }
+}
+
+/// Q8_K's scale: the value of largest magnitude (first on ties), -127 / it,
+/// and the block's 16-value sums; `round_scaled` rounds iscale·x to nearest
+/// even for a block of 256.
+#[inline(always)]
+pub(crate) fn q8_k_with(
+    x: &[f32],
+    y: &mut [BlockQ8K],
+    round_scaled: impl Fn(&[f32], f32, &mut [i8; QK_K]),
+) {
+    for (x, b) in x.chunks_exact(QK_K).zip(y) {
+        let (mut amax, mut max) = (0.0f32, 0.0f32);
+        for &v in x {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            *b = BlockQ8K::zeroed();
+            continue;
+        }
+        let iscale = -127.0 / max;
+        round_scaled(x, iscale, &mut b.qs);
+        for (sum, q) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+            *sum = q.iter().map(|&q| q as i16).sum();
+        }
+        b.d = 1.0 / iscale;
+    }
+}
+
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     debug_assert_eq!(x.len(), y.len());
     let mut sum = 0.0f32;

@@ -17,6 +17,8 @@ mod imp {
     pub fn kernels(base: Kernels) -> Kernels {
         Kernels {
             quantize_q8_0,
+            quantize_q8_1,
+            quantize_q8_k,
             vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1,
             vec_dot_q8_0_q8_0,
@@ -96,6 +98,27 @@ mod imp {
                 }
             }
         }
+    }
+
+    fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+        crate::backend::cpu::scalar::q8_1_from_q8_0(x, y, quantize_q8_0)
+    }
+
+    fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
+        crate::backend::cpu::scalar::q8_k_with(x, y, |x, iscale, q| {
+            let s = f32x4_splat(iscale);
+            for k in 0..QK_K / 4 {
+                // f32x4_nearest rounds half to even, as ggml's nearest_int.
+                let i = i32x4_min(
+                    i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(load16(&x[4 * k..]), s))),
+                    i32x4_splat(127),
+                );
+                q[4 * k] = i32x4_extract_lane::<0>(i) as i8;
+                q[4 * k + 1] = i32x4_extract_lane::<1>(i) as i8;
+                q[4 * k + 2] = i32x4_extract_lane::<2>(i) as i8;
+                q[4 * k + 3] = i32x4_extract_lane::<3>(i) as i8;
+            }
+        })
     }
 
     fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
