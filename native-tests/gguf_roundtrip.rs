@@ -39,7 +39,7 @@ fn assert_reads_back(spec: &ModelSpec, seed: u64) {
             data.as_slice(),
             "seed {seed} tensor {name}"
         );
-        expected_offset += (info.n_bytes + spec.alignment - 1) / spec.alignment * spec.alignment;
+        expected_offset += info.n_bytes.div_ceil(spec.alignment) * spec.alignment;
     }
     assert_eq!(
         file.file_len(),

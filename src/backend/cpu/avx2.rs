@@ -16,6 +16,8 @@ pub fn kernels(base: Kernels) -> Kernels {
         quantize_q8_k,
         vec_dot_q4_0_q8_0,
         vec_dot_q4_1_q8_1,
+        vec_dot_q5_0_q8_0,
+        vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
         vec_dot_f16,
@@ -75,6 +77,12 @@ fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 }
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q8_0_q8_0_impl(x, y) }
+}
+fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe { vec_dot_q5_0_q8_0_impl(x, y) }
+}
+fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    unsafe { vec_dot_q5_1_q8_1_impl(x, y) }
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     unsafe { vec_dot_f32_impl(x, y) }
@@ -273,33 +281,36 @@ unsafe fn dot_i8_i8(a: __m256i, b: __m256i) -> __m256 {
     dot_u8_i8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a))
 }
 
-/// Sums `term(block)` (a vector of 8 partial products) over blocks, scaled by
-/// `scale(block)`, with two accumulators so consecutive blocks do not wait on
-/// each other's FMA.
+/// Sums `scale(block) × term(block)` (a vector of 8 partial products) plus
+/// `extra(block)` over blocks, with two accumulators of each so consecutive
+/// blocks do not wait on each other.
 #[inline(always)]
 unsafe fn sum_blocks<X, Y>(
     x: &[X],
     y: &[Y],
     scale: impl Fn(&X, &Y) -> f32,
     term: impl Fn(&X, &Y) -> __m256,
+    extra: impl Fn(&X, &Y) -> f32,
 ) -> f32 {
     let mut acc = [_mm256_setzero_ps(); 2];
-    let mut pairs = x.chunks_exact(2).zip(y.chunks_exact(2));
-    for (xs, ys) in &mut pairs {
+    let mut more = [0.0f32; 2];
+    for (xs, ys) in x.chunks_exact(2).zip(y.chunks_exact(2)) {
         for k in 0..2 {
             acc[k] = _mm256_fmadd_ps(
                 _mm256_set1_ps(scale(&xs[k], &ys[k])),
                 term(&xs[k], &ys[k]),
                 acc[k],
             );
+            more[k] += extra(&xs[k], &ys[k]);
         }
     }
     let n = x.len().min(y.len());
     if n % 2 == 1 {
         let (xl, yl) = (&x[n - 1], &y[n - 1]);
         acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(scale(xl, yl)), term(xl, yl), acc[0]);
+        more[0] += extra(xl, yl);
     }
-    hsum_f32(_mm256_add_ps(acc[0], acc[1]))
+    hsum_f32(_mm256_add_ps(acc[0], acc[1])) + (more[0] + more[1])
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -312,18 +323,70 @@ unsafe fn vec_dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
             let qx = _mm256_sub_epi8(nibbles(&x.qs), _mm256_set1_epi8(8));
             dot_i8_i8(qx, _mm256_loadu_si256(y.qs.as_ptr().cast()))
         },
+        |_, _| 0.0,
     )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    let mins: f32 = x.iter().zip(y).map(|(x, y)| fp16(x.m) * fp16(y.s)).sum();
     sum_blocks(
         x,
         y,
         |x, y| fp16(x.d) * fp16(y.d),
         |x, y| dot_u8_i8(nibbles(&x.qs), _mm256_loadu_si256(y.qs.as_ptr().cast())),
-    ) + mins
+        |x, y| fp16(x.m) * fp16(y.s),
+    )
+}
+
+/// The 32 five-bit values of a Q5 block (0..31): nibbles, plus 16 where the
+/// value's bit in `qh` is set.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    let h = _mm256_set1_epi32(i32::from_le_bytes(qh));
+    // Byte j takes byte j/8 of qh, then tests bit j%8.
+    let spread = _mm256_shuffle_epi8(
+        h,
+        _mm256_setr_epi64x(
+            0,
+            0x0101_0101_0101_0101,
+            0x0202_0202_0202_0202,
+            0x0303_0303_0303_0303,
+        ),
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    _mm256_or_si256(nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn vec_dot_q5_0_q8_0_impl(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    sum_blocks(
+        x,
+        y,
+        |x, y| fp16(x.d) * fp16(y.d),
+        |x, y| {
+            let qx = _mm256_sub_epi8(q5_values(&x.qs, x.qh), _mm256_set1_epi8(16));
+            dot_i8_i8(qx, _mm256_loadu_si256(y.qs.as_ptr().cast()))
+        },
+        |_, _| 0.0,
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn vec_dot_q5_1_q8_1_impl(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    sum_blocks(
+        x,
+        y,
+        |x, y| fp16(x.d) * fp16(y.d),
+        |x, y| {
+            dot_u8_i8(
+                q5_values(&x.qs, x.qh),
+                _mm256_loadu_si256(y.qs.as_ptr().cast()),
+            )
+        },
+        |x, y| fp16(x.m) * fp16(y.s),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -338,6 +401,7 @@ unsafe fn vec_dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
                 _mm256_loadu_si256(y.qs.as_ptr().cast()),
             )
         },
+        |_, _| 0.0,
     )
 }
 

@@ -20,6 +20,8 @@ pub fn kernels(base: Kernels) -> Kernels {
         quantize_q8_k,
         vec_dot_q4_0_q8_0,
         vec_dot_q4_1_q8_1,
+        vec_dot_q5_0_q8_0,
+        vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot_f32,
         vec_dot_f16,
@@ -87,6 +89,21 @@ fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 }
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { q8_0_sum(x, y, |x, y| q8_dot(&x.qs, &y.qs)) }
+}
+fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    unsafe {
+        dot_blocks(x, y, |x, y| {
+            (q5_dot(&x.qs, x.qh, &y.qs, 16), x.d.to_f32(), y.d.to_f32())
+        })
+    }
+}
+fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let sumi = unsafe { q5_dot(&x.qs, x.qh, &y.qs, 0) };
+        sum += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+    }
+    sum
 }
 fn vec_dot_q4_0_q8_0_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     unsafe {
@@ -576,4 +593,22 @@ unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
             vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))),
         );
     }
+}
+
+/// Σ (value - offset) · y over a Q5 block's 32 five-bit values.
+#[inline(always)]
+unsafe fn q5_dot(qs: &[u8; 16], qh: [u8; 4], y: &[i8; 32], offset: i8) -> i32 {
+    let (lo, hi) = nibbles(qs);
+    // Byte j of each half takes byte j/8 of its 16 qh bits, then tests bit j%8.
+    let bits = vld1q_u8([1u8, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128].as_ptr());
+    let spread = |b0: u8, b1: u8| vcombine_u8(vdup_n_u8(b0), vdup_n_u8(b1));
+    let h0 = vandq_u8(vtstq_u8(spread(qh[0], qh[1]), bits), vdupq_n_u8(0x10));
+    let h1 = vandq_u8(vtstq_u8(spread(qh[2], qh[3]), bits), vdupq_n_u8(0x10));
+    let off = vdupq_n_s8(offset);
+    let v0 = vsubq_s8(vorrq_s8(lo, vreinterpretq_s8_u8(h0)), off);
+    let v1 = vsubq_s8(vorrq_s8(hi, vreinterpretq_s8_u8(h1)), off);
+    vaddvq_s32(vaddq_s32(
+        dot16(v0, vld1q_s8(y.as_ptr())),
+        dot16(v1, vld1q_s8(y.as_ptr().add(16))),
+    ))
 }

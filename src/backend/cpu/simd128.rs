@@ -21,6 +21,8 @@ mod imp {
             quantize_q8_k,
             vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1,
+            vec_dot_q5_0_q8_0,
+            vec_dot_q5_1_q8_1,
             vec_dot_q8_0_q8_0,
             vec_dot_f32,
             vec_dot_f16,
@@ -119,6 +121,45 @@ mod imp {
                 q[4 * k + 3] = i32x4_extract_lane::<3>(i) as i8;
             }
         })
+    }
+
+    /// Σ (value - offset) · y over a Q5 block's 32 five-bit values.
+    #[inline(always)]
+    fn q5_dot(qs: &[u8; 16], qh: [u8; 4], y: &[i8; 32], offset: i8) -> i32 {
+        let (lo, hi) = nibbles(qs);
+        let bits = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+        let spread =
+            |b0: u8, b1: u8| u64x2(u64::from_ne_bytes([b0; 8]), u64::from_ne_bytes([b1; 8]));
+        let high = |b0: u8, b1: u8| {
+            v128_and(
+                i8x16_eq(v128_and(spread(b0, b1), bits), bits),
+                u8x16_splat(0x10),
+            )
+        };
+        let off = i8x16_splat(offset);
+        let v0 = i8x16_sub(v128_or(lo, high(qh[0], qh[1])), off);
+        let v1 = i8x16_sub(v128_or(hi, high(qh[2], qh[3])), off);
+        hsum_i32(i32x4_add(
+            dot16(v0, load16(&y[..])),
+            dot16(v1, load16(&y[16..])),
+        ))
+    }
+
+    fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+        let mut sum = 0.0f32;
+        for (x, y) in x.iter().zip(y) {
+            sum += q5_dot(&x.qs, x.qh, &y.qs, 16) as f32 * x.d.to_f32() * y.d.to_f32();
+        }
+        sum
+    }
+
+    fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+        let mut sum = 0.0f32;
+        for (x, y) in x.iter().zip(y) {
+            let sumi = q5_dot(&x.qs, x.qh, &y.qs, 0);
+            sum += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+        }
+        sum
     }
 
     fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
