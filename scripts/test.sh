@@ -62,10 +62,10 @@ done
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 wasm_flags="-C target-feature=+simd128"
 RUSTFLAGS="$wasm_flags" run "wasm32 node" \
-  cargo test --target wasm32-unknown-unknown --no-fail-fast
+  cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast
 browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api --test kernels --test registry)
 RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
-  run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-fail-fast "${browser_tests[@]}"
+  run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${browser_tests[@]}"
 
 # --- the npm package, packed and installed as a user would.
 run "npm node" bash -c 'scripts/build-wasm.sh && scripts/test-npm.sh'

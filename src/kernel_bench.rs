@@ -4,6 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+/// Default measurement time per kernel.
+pub const DEFAULT_TIME: Duration = Duration::from_millis(300);
+
 use half::f16;
 
 use crate::backend::cpu::repack::{RepackLayout, RepackedQ4_0};
@@ -45,30 +48,56 @@ fn blocks<B: Block>(x: &[f32], f: fn(&[f32], &mut [B])) -> Vec<B> {
     out
 }
 
-/// Times `run` (one pass over `rows` rows) until `min_time` has passed.
-fn time_rows(min_time: Duration, mut run: impl FnMut() -> f32) -> f64 {
+/// How long to measure each kernel.
+#[derive(Clone, Copy, Debug)]
+pub enum Budget {
+    /// Repeat for at least this long (wall-clock speed).
+    Time(Duration),
+    /// Exactly this many passes, no warm-up (for counting instructions under
+    /// an emulator, where time means nothing).
+    Passes(u32),
+}
+
+/// Runs `run` (one pass over the matrix) as the budget says; seconds per pass.
+fn time_rows(budget: Budget, mut run: impl FnMut() -> f32) -> f64 {
     let mut sink = 0.0f32;
-    sink += run(); // warm up
-    let start = Instant::now();
+    let start;
     let mut passes = 0u32;
-    while start.elapsed() < min_time || passes < 3 {
-        sink += run();
-        passes += 1;
+    match budget {
+        Budget::Time(min_time) => {
+            sink += run(); // warm up
+            start = Instant::now();
+            while start.elapsed() < min_time || passes < 3 {
+                sink += run();
+                passes += 1;
+            }
+        }
+        Budget::Passes(n) => {
+            start = Instant::now();
+            while passes < n {
+                sink += run();
+                passes += 1;
+            }
+        }
     }
     std::hint::black_box(sink);
-    start.elapsed().as_secs_f64() / passes as f64
+    start.elapsed().as_secs_f64() / passes.max(1) as f64
 }
 
 /// Rows of `cols` weights times one activation row, like a GEMV.
 fn bench_dot<X: Block, Y: Block>(
+    filter: Option<&str>,
     name: &'static str,
     variant: CpuVariant,
     dot: fn(&[X], &[Y]) -> f32,
     w: &[X],
     x: &[Y],
     cols: usize,
-    min_time: Duration,
-) -> KernelResult {
+    min_time: Budget,
+) -> Option<KernelResult> {
+    if !filter.is_none_or(|f| name.contains(f)) {
+        return None;
+    }
     let per_row = cols / X::ELEMENTS;
     let rows = w.len() / per_row;
     let secs = time_rows(min_time, || {
@@ -79,21 +108,23 @@ fn bench_dot<X: Block, Y: Block>(
         s
     });
     let bytes = std::mem::size_of_val(w) as f64;
-    KernelResult {
+    Some(KernelResult {
         kernel: name,
         variant: variant.name(),
         gb_per_s: bytes / secs / 1e9,
         gops: (rows * cols) as f64 / secs / 1e9,
-    }
+    })
 }
 
-/// Benchmarks every kernel of every supported variant on a `rows` x `cols`
-/// weight matrix (cols a multiple of 256).
+/// Benchmarks every kernel (or those whose name contains `filter`) of the given
+/// variants on a `rows` x `cols` weight matrix (cols a multiple of 256).
 pub fn run(
     features: &CpuFeatures,
+    variants: &[CpuVariant],
+    filter: Option<&str>,
     rows: usize,
     cols: usize,
-    min_time: Duration,
+    budget: Budget,
 ) -> Vec<KernelResult> {
     let mut noise = Noise(42);
     let wf = noise.values(rows * cols);
@@ -113,13 +144,17 @@ pub fn run(
     let xf16: Vec<f16> = xf.iter().map(|&v| f16::from_f32(v)).collect();
 
     let mut results = Vec::new();
-    for variant in CpuVariant::compiled_variants() {
+    for &variant in variants {
         if !variant.supported(features) {
             continue;
         }
         let k = Kernels::for_supported_variant(variant, features.sve_bytes);
-        let t = min_time;
-        results.push(bench_dot(
+        let t = budget;
+        // Kernels the filter leaves out are not run at all (so instruction
+        // counts under qemu cover only the kernel asked for).
+        let wanted = |name: &str| filter.is_none_or(|f| name.contains(f));
+        results.extend(bench_dot(
+            filter,
             "q4_0·q8_0",
             variant,
             k.vec_dot_q4_0_q8_0,
@@ -128,7 +163,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q4_1·q8_1",
             variant,
             k.vec_dot_q4_1_q8_1,
@@ -137,7 +173,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q5_0·q8_0",
             variant,
             k.vec_dot_q5_0_q8_0,
@@ -146,7 +183,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q5_1·q8_1",
             variant,
             k.vec_dot_q5_1_q8_1,
@@ -155,7 +193,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q8_0·q8_0",
             variant,
             k.vec_dot_q8_0_q8_0,
@@ -164,7 +203,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q4_K·q8_K",
             variant,
             k.vec_dot_q4_k_q8_k,
@@ -173,7 +213,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q5_K·q8_K",
             variant,
             k.vec_dot_q5_k_q8_k,
@@ -182,7 +223,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_dot(
+        results.extend(bench_dot(
+            filter,
             "q6_K·q8_K",
             variant,
             k.vec_dot_q6_k_q8_k,
@@ -191,7 +233,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_plain(
+        results.extend(bench_plain(
+            filter,
             "f16·f16",
             variant,
             k.vec_dot_f16,
@@ -200,7 +243,8 @@ pub fn run(
             cols,
             t,
         ));
-        results.push(bench_plain(
+        results.extend(bench_plain(
+            filter,
             "f32·f32",
             variant,
             k.vec_dot_f32,
@@ -211,28 +255,33 @@ pub fn run(
         ));
         // Repacked Q4_0: GEMV (one activation row) and GEMM (8 rows).
         for layout in [RepackLayout::X4I4, RepackLayout::X4I8, RepackLayout::X8I8] {
-            if k.repack != Some(layout) {
+            if k.repack != Some(layout) || !(wanted("gemv q4_0") || wanted("gemm8 q4_0")) {
                 continue;
             }
             let Ok(packed) = RepackedQ4_0::new(&w4_0, rows, cols, layout) else {
                 continue;
             };
-            let mut out = vec![0f32; rows];
-            let secs = time_rows(t, || {
-                let _ = packed.gemv(&k, &x8_0, &mut out);
-                out[0]
-            });
-            let name = match layout {
-                RepackLayout::X4I4 => "gemv q4_0 4x4",
-                RepackLayout::X4I8 => "gemv q4_0 4x8",
-                RepackLayout::X8I8 => "gemv q4_0 8x8",
-            };
-            results.push(KernelResult {
-                kernel: name,
-                variant: variant.name(),
-                gb_per_s: std::mem::size_of_val(&w4_0[..]) as f64 / secs / 1e9,
-                gops: (rows * cols) as f64 / secs / 1e9,
-            });
+            if wanted("gemv q4_0") {
+                let mut out = vec![0f32; rows];
+                let secs = time_rows(t, || {
+                    let _ = packed.gemv(&k, &x8_0, &mut out);
+                    out[0]
+                });
+                let name = match layout {
+                    RepackLayout::X4I4 => "gemv q4_0 4x4",
+                    RepackLayout::X4I8 => "gemv q4_0 4x8",
+                    RepackLayout::X8I8 => "gemv q4_0 8x8",
+                };
+                results.push(KernelResult {
+                    kernel: name,
+                    variant: variant.name(),
+                    gb_per_s: std::mem::size_of_val(&w4_0[..]) as f64 / secs / 1e9,
+                    gops: (rows * cols) as f64 / secs / 1e9,
+                });
+            }
+            if !wanted("gemm8 q4_0") {
+                continue;
+            }
             let n = 8;
             let xs = blocks(&noise.values(n * cols), quantize::q8_0);
             let mut out = vec![0f32; n * rows];
@@ -252,6 +301,9 @@ pub fn run(
             });
         }
         // Activation quantization: bytes of f32 read.
+        if !wanted("quantize q8_0") {
+            continue;
+        }
         let mut q = vec![BlockQ8_0::zeroed(); cols / QK];
         let secs = time_rows(t, || {
             for _ in 0..rows / 16 {
@@ -271,14 +323,18 @@ pub fn run(
 }
 
 fn bench_plain<T: Copy>(
+    filter: Option<&str>,
     name: &'static str,
     variant: CpuVariant,
     dot: fn(&[T], &[T]) -> f32,
     w: &[T],
     x: &[T],
     cols: usize,
-    min_time: Duration,
-) -> KernelResult {
+    min_time: Budget,
+) -> Option<KernelResult> {
+    if !filter.is_none_or(|f| name.contains(f)) {
+        return None;
+    }
     let rows = w.len() / cols;
     let secs = time_rows(min_time, || {
         let mut s = 0.0;
@@ -287,10 +343,10 @@ fn bench_plain<T: Copy>(
         }
         s
     });
-    KernelResult {
+    Some(KernelResult {
         kernel: name,
         variant: variant.name(),
         gb_per_s: std::mem::size_of_val(w) as f64 / secs / 1e9,
         gops: (rows * cols) as f64 / secs / 1e9,
-    }
+    })
 }

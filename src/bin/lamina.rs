@@ -10,6 +10,7 @@ mod cli {
     use lamina::backend::cpu::{CpuRegistry, CpuVariant};
     use lamina::backend::{Device, Registry};
     use lamina::gguf::{describe, GgufFile};
+    use lamina::kernel_bench::Budget;
     use serde_json::json;
 
     #[derive(Parser)]
@@ -51,6 +52,13 @@ mod cli {
             /// Minimum time per measurement, in milliseconds.
             #[arg(long, default_value_t = 300)]
             ms: u64,
+            /// Instead of timing, run each kernel exactly this many passes (for
+            /// counting instructions under qemu).
+            #[arg(long)]
+            passes: Option<u32>,
+            /// Only kernels whose name contains this ("q4_0", "gemv").
+            #[arg(long)]
+            kernel: Option<String>,
             #[arg(long)]
             json: bool,
         },
@@ -75,8 +83,16 @@ mod cli {
                     rows,
                     cols,
                     ms,
+                    passes,
+                    kernel,
                     json,
-                } => bench_kernels(&registry, rows, cols, ms, json),
+                } => {
+                    let budget = match passes {
+                        Some(n) => Budget::Passes(n),
+                        None => Budget::Time(std::time::Duration::from_millis(ms)),
+                    };
+                    bench_kernels(&registry, rows, cols, budget, kernel.as_deref(), json)
+                }
                 Command::Info { model, json } => info(&model, json),
                 Command::Quantize {
                     input,
@@ -179,7 +195,8 @@ mod cli {
         registry: &CpuRegistry,
         rows: usize,
         cols: usize,
-        ms: u64,
+        budget: Budget,
+        kernel: Option<&str>,
         json: bool,
     ) -> lamina::Result<()> {
         if cols == 0 || cols % 256 != 0 || rows == 0 {
@@ -187,12 +204,15 @@ mod cli {
                 "--cols must be a positive multiple of 256 and --rows positive (got {rows} x {cols})"
             )));
         }
-        let results = lamina::kernel_bench::run(
-            registry.cpu().features(),
-            rows,
-            cols,
-            std::time::Duration::from_millis(ms),
-        );
+        // A forced variant is measured alone; otherwise every supported one.
+        let cpu = registry.cpu();
+        let variants = if cpu.forced() {
+            vec![cpu.variant()]
+        } else {
+            CpuVariant::compiled_variants()
+        };
+        let results =
+            lamina::kernel_bench::run(cpu.features(), &variants, kernel, rows, cols, budget);
         if json {
             let v = json!({"rows": rows, "cols": cols, "results": results});
             return write_stdout(&format!("{v}\n"));
@@ -213,13 +233,14 @@ mod cli {
                 .iter()
                 .find(|s| s.kernel == base && s.variant == "scalar")
                 .map_or(f64::NAN, |s| s.gb_per_s);
+            let ratio = if scalar.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{:.2}", r.gb_per_s / scalar)
+            };
             text += &format!(
-                "  {:<14} {:<14} {:>9.2} {:>9.2} {:>8.2}\n",
-                r.kernel,
-                r.variant,
-                r.gb_per_s,
-                r.gops,
-                r.gb_per_s / scalar
+                "  {:<14} {:<14} {:>9.2} {:>9.2} {:>8}\n",
+                r.kernel, r.variant, r.gb_per_s, r.gops, ratio
             );
         }
         write_stdout(&text)
