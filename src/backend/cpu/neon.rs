@@ -389,26 +389,40 @@ fn gemm_q4_0_x4i8(
     stride: usize,
 ) {
     let per_row = group.len();
+    let act = |i: usize| &x[i * per_row..(i + 1) * per_row];
     let mut i = 0;
-    while i + 2 <= n {
-        let (x0, x1) = (
-            &x[i * per_row..(i + 1) * per_row],
-            &x[(i + 1) * per_row..(i + 2) * per_row],
-        );
-        let mut res = [0f32; 8];
-        unsafe { gemm_pair_x4i8(group, x0, x1, &mut res) };
-        for r in 0..4 {
-            out[i * stride + r] = res[2 * r];
-            out[(i + 1) * stride + r] = res[2 * r + 1];
+    // Four activation rows at a time share each unpacked weight block; a pair,
+    // then a single row (GEMV), take what is left.
+    while i < n {
+        let take = (n - i).min(4);
+        if take == 1 {
+            gemv_q4_0_x4i8(group, act(i), &mut out[i * stride..i * stride + 4]);
+            break;
         }
-        i += 2;
-    }
-    if i < n {
-        gemv_q4_0_x4i8(
-            group,
-            &x[i * per_row..(i + 1) * per_row],
-            &mut out[i * stride..i * stride + 4],
-        );
+        let pairs = take / 2;
+        let mut res = [[0f32; 8]; 2];
+        let xs = [
+            act(i),
+            act(i + 1),
+            act(i + 2 * pairs - 2),
+            act(i + 2 * pairs - 1),
+        ];
+        // SAFETY: this table exists only when dotprod and i8mm were detected.
+        unsafe {
+            if pairs == 2 {
+                gemm_tile_x4i8::<2>(group, &xs, &mut res)
+            } else {
+                gemm_tile_x4i8::<1>(group, &xs, &mut res)
+            }
+        };
+        for (p, res) in res.iter().take(pairs).enumerate() {
+            let (a0, a1) = (i + 2 * p, i + 2 * p + 1);
+            for r in 0..4 {
+                out[a0 * stride + r] = res[2 * r];
+                out[a1 * stride + r] = res[2 * r + 1];
+            }
+        }
+        i += 2 * pairs;
     }
 }
 
@@ -421,54 +435,66 @@ unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     acc
 }
 
-/// Four repacked rows times two activation rows with SMMLA: each instruction
-/// multiplies 8 bytes of two weight rows by 8 bytes of the two activation rows
-/// (a 2x2 tile). Per block the integer sums are exact and are scaled in
-/// `vec_dot`'s order. `res[2r + j]` = row r · activation row j.
+/// Four repacked rows times `P` pairs of activation rows with SMMLA: each
+/// instruction multiplies 8 bytes of two weight rows by 8 bytes of two
+/// activation rows (a 2x2 tile); each unpacked weight block serves every pair.
+/// Per block the integer sums are exact and are scaled in `vec_dot`'s order.
+/// `res[p][2r + j]` = row r · activation row 2p + j of `xs`.
 #[target_feature(enable = "dotprod,i8mm")]
-unsafe fn gemm_pair_x4i8(
+unsafe fn gemm_tile_x4i8<const P: usize>(
     group: &[BlockQ4_0x4],
-    x0: &[BlockQ8_0],
-    x1: &[BlockQ8_0],
-    res: &mut [f32; 8],
+    xs: &[&[BlockQ8_0]; 4],
+    res: &mut [[f32; 8]; 2],
 ) {
-    // acc[h] lanes: (row 2h, act 0), (row 2h, act 1), (row 2h+1, act 0), (row 2h+1, act 1)
-    let mut acc = [vdupq_n_f32(0.0); 2];
-    for ((b, y0), y1) in group.iter().zip(x0).zip(x1) {
-        let mut s = [vdupq_n_s32(0); 2];
+    // acc[p][h] lanes: (row 2h, act 0), (row 2h, act 1), (row 2h+1, act 0), (row 2h+1, act 1)
+    let mut acc = [[vdupq_n_f32(0.0); 2]; P];
+    for (bi, b) in group.iter().enumerate() {
+        let mut s = [[vdupq_n_s32(0); 2]; P];
         for k in 0..2 {
-            let ylo = vcombine_s8(
-                vld1_s8(y0.qs.as_ptr().add(8 * k)),
-                vld1_s8(y1.qs.as_ptr().add(8 * k)),
-            );
-            let yhi = vcombine_s8(
-                vld1_s8(y0.qs.as_ptr().add(16 + 8 * k)),
-                vld1_s8(y1.qs.as_ptr().add(16 + 8 * k)),
-            );
-            for (h, s) in s.iter_mut().enumerate() {
-                let (lo, hi) = signed_nibbles(b.qs.as_ptr().add(32 * k + 16 * h));
-                *s = smmla(*s, lo, ylo);
-                *s = smmla(*s, hi, yhi);
+            let w = [
+                signed_nibbles(b.qs.as_ptr().add(32 * k)),
+                signed_nibbles(b.qs.as_ptr().add(32 * k + 16)),
+            ];
+            for (p, s) in s.iter_mut().enumerate() {
+                let (y0, y1) = (&xs[2 * p][bi], &xs[2 * p + 1][bi]);
+                let ylo = vcombine_s8(
+                    vld1_s8(y0.qs.as_ptr().add(8 * k)),
+                    vld1_s8(y1.qs.as_ptr().add(8 * k)),
+                );
+                let yhi = vcombine_s8(
+                    vld1_s8(y0.qs.as_ptr().add(16 + 8 * k)),
+                    vld1_s8(y1.qs.as_ptr().add(16 + 8 * k)),
+                );
+                for h in 0..2 {
+                    s[h] = smmla(s[h], w[h].0, ylo);
+                    s[h] = smmla(s[h], w[h].1, yhi);
+                }
             }
         }
-        let dy = [y0.d.to_f32(), y1.d.to_f32(), y0.d.to_f32(), y1.d.to_f32()];
-        for (h, (a, s)) in acc.iter_mut().zip(s).enumerate() {
-            let dw = [
-                b.d[2 * h].to_f32(),
-                b.d[2 * h].to_f32(),
-                b.d[2 * h + 1].to_f32(),
-                b.d[2 * h + 1].to_f32(),
-            ];
-            let scaled = vmulq_f32(
-                vmulq_f32(vcvtq_f32_s32(s), vld1q_f32(dw.as_ptr())),
-                vld1q_f32(dy.as_ptr()),
-            );
-            *a = vaddq_f32(*a, scaled);
+        let dw = [
+            b.d[0].to_f32(),
+            b.d[1].to_f32(),
+            b.d[2].to_f32(),
+            b.d[3].to_f32(),
+        ];
+        let dw = [[dw[0], dw[0], dw[1], dw[1]], [dw[2], dw[2], dw[3], dw[3]]];
+        for p in 0..P {
+            let (d0, d1) = (xs[2 * p][bi].d.to_f32(), xs[2 * p + 1][bi].d.to_f32());
+            let dy = vld1q_f32([d0, d1, d0, d1].as_ptr());
+            for h in 0..2 {
+                let scaled = vmulq_f32(
+                    vmulq_f32(vcvtq_f32_s32(s[p][h]), vld1q_f32(dw[h].as_ptr())),
+                    dy,
+                );
+                acc[p][h] = vaddq_f32(acc[p][h], scaled);
+            }
         }
     }
-    // Row order: acc[0] = rows 0,1; acc[1] = rows 2,3, each as (act 0, act 1).
-    vst1q_f32(res.as_mut_ptr(), acc[0]);
-    vst1q_f32(res.as_mut_ptr().add(4), acc[1]);
+    // Row order: acc[p][0] = rows 0,1; acc[p][1] = rows 2,3, each as (act 0, act 1).
+    for p in 0..P {
+        vst1q_f32(res[p].as_mut_ptr(), acc[p][0]);
+        vst1q_f32(res[p].as_mut_ptr().add(4), acc[p][1]);
+    }
 }
 
 /// Eight f16 to two f32x4 with FCVTL/FCVTL2 (base ARMv8; exact).
