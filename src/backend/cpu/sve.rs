@@ -6,6 +6,7 @@
 use std::arch::asm;
 
 use super::kernels::Kernels;
+use super::neon::fp16;
 use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
 
@@ -40,86 +41,107 @@ pub unsafe fn vector_bytes() -> usize {
 
 // Safe wrappers. SAFETY: the SVE table is only built when SVE was detected.
 
+/// Blocks per call of the asm loops (their integer sums go to a stack buffer).
+const CHUNK: usize = 64;
+
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     let mut sum = 0.0f32;
-    for (x, y) in x.iter().zip(y) {
-        let sumi = unsafe { dot_i8(x.qs.as_ptr(), y.qs.as_ptr(), QK) };
-        sum += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+    let mut sums = [0i32; CHUNK];
+    for (x, y) in x.chunks(CHUNK).zip(y.chunks(CHUNK)) {
+        let n = x.len().min(y.len());
+        unsafe { q8_0_block_sums(x.as_ptr(), y.as_ptr(), n, sums.as_mut_ptr()) };
+        for ((x, y), &sumi) in x.iter().zip(y).zip(&sums[..n]) {
+            sum += sumi as f32 * (fp16(x.d) * fp16(y.d));
+        }
     }
     sum
 }
 
 fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     let mut sum = 0.0f32;
-    for (x, y) in x.iter().zip(y) {
-        let sumi = unsafe { q4_0_dot(x, y) };
-        sum += sumi as f32 * x.d.to_f32() * y.d.to_f32();
+    let mut sums = [0i32; CHUNK];
+    for (x, y) in x.chunks(CHUNK).zip(y.chunks(CHUNK)) {
+        let n = x.len().min(y.len());
+        unsafe { q4_0_block_sums(x.as_ptr(), y.as_ptr(), n, sums.as_mut_ptr()) };
+        for ((x, y), &sumi) in x.iter().zip(y).zip(&sums[..n]) {
+            sum += sumi as f32 * fp16(x.d) * fp16(y.d);
+        }
     }
     sum
 }
 
-/// Σ a[i]·b[i] for `n` int8 values, in vector-length steps under a WHILELO
-/// predicate (so any length and any vector width work).
+/// sums[i] = x[i].qs · y[i].qs for `n` (> 0) Q8_0 block pairs. Each block's 32
+/// bytes are read as two 16-byte halves under a 16-lane predicate, so this is
+/// correct at every vector length.
 #[target_feature(enable = "sve")]
-unsafe fn dot_i8(a: *const i8, b: *const i8, n: usize) -> i32 {
-    let sum: i64;
-    asm!(
-        "mov {i}, #0",
-        "mov z2.s, #0",
-        "whilelo p0.b, {i}, {n}",
-        "2:",
-        "ld1b {{z0.b}}, p0/z, [{a}, {i}]",
-        "ld1b {{z1.b}}, p0/z, [{b}, {i}]",
-        "sdot z2.s, z0.b, z1.b",
-        "incb {i}",
-        "whilelo p0.b, {i}, {n}",
-        "b.first 2b",
-        "ptrue p1.s",
-        "saddv d3, p1, z2.s",
-        "fmov {sum}, d3",
-        a = in(reg) a,
-        b = in(reg) b,
-        n = in(reg) n,
-        i = out(reg) _,
-        sum = out(reg) sum,
-        out("z0") _, out("z1") _, out("z2") _, out("z3") _,
-        out("p0") _, out("p1") _,
-        options(readonly, nostack),
-    );
-    sum as i32
-}
-
-/// One Q4_0 block against one Q8_0 block: the 16 low nibbles meet y[0..16],
-/// the 16 high nibbles y[16..32]; a 16-lane predicate keeps this correct at
-/// every vector width.
-#[target_feature(enable = "sve")]
-unsafe fn q4_0_dot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
-    let sum: i64;
+unsafe fn q8_0_block_sums(x: *const BlockQ8_0, y: *const BlockQ8_0, n: usize, sums: *mut i32) {
     asm!(
         "ptrue p0.b, vl16",
-        "ld1b {{z0.b}}, p0/z, [{qs}]",
-        "ld1b {{z1.b}}, p0/z, [{y0}]",
-        "ld1b {{z3.b}}, p0/z, [{y1}]",
+        "ptrue p1.s",
+        "2:",
+        "ld1b {{z0.b}}, p0/z, [{x}]",
+        "ld1b {{z1.b}}, p0/z, [{y}]",
+        "ld1b {{z4.b}}, p0/z, [{x}, {sixteen}]",
+        "ld1b {{z5.b}}, p0/z, [{y}, {sixteen}]",
+        "mov z2.s, #0",
+        "sdot z2.s, z0.b, z1.b",
+        "sdot z2.s, z4.b, z5.b",
+        "saddv d3, p1, z2.s",
+        "fmov {t:x}, d3",
+        "str {t:w}, [{out}], #4",
+        "add {x}, {x}, #34",
+        "add {y}, {y}, #34",
+        "subs {n}, {n}, #1",
+        "b.ne 2b",
+        x = inout(reg) (x as *const u8).add(2) => _,
+        y = inout(reg) (y as *const u8).add(2) => _,
+        n = inout(reg) n => _,
+        out = inout(reg) sums => _,
+        sixteen = in(reg) 16usize,
+        t = out(reg) _,
+        out("z0") _, out("z1") _, out("z2") _, out("z3") _, out("z4") _, out("z5") _,
+        out("p0") _, out("p1") _,
+        options(nostack),
+    );
+}
+
+/// sums[i] = Σ (nibble - 8) · y for `n` (> 0) Q4_0 / Q8_0 block pairs: the 16
+/// low nibbles meet y[0..16], the 16 high nibbles y[16..32]; a 16-lane predicate
+/// keeps this correct at every vector length.
+#[target_feature(enable = "sve")]
+unsafe fn q4_0_block_sums(x: *const BlockQ4_0, y: *const BlockQ8_0, n: usize, sums: *mut i32) {
+    asm!(
+        "ptrue p0.b, vl16",
+        "ptrue p1.s",
+        "2:",
+        "ld1b {{z0.b}}, p0/z, [{x}]",
+        "ld1b {{z1.b}}, p0/z, [{y}]",
+        "ld1b {{z3.b}}, p0/z, [{y}, {sixteen}]",
         "mov z4.d, z0.d",
         "and z4.b, z4.b, #0xf",
-        "lsr z5.b, z0.b, #4",
         "sub z4.b, z4.b, #8",
+        "lsr z5.b, z0.b, #4",
         "sub z5.b, z5.b, #8",
         "mov z2.s, #0",
         "sdot z2.s, z4.b, z1.b",
         "sdot z2.s, z5.b, z3.b",
-        "ptrue p1.s",
         "saddv d6, p1, z2.s",
-        "fmov {sum}, d6",
-        qs = in(reg) x.qs.as_ptr(),
-        y0 = in(reg) y.qs.as_ptr(),
-        y1 = in(reg) y.qs.as_ptr().add(16),
-        sum = out(reg) sum,
+        "fmov {t:x}, d6",
+        "str {t:w}, [{out}], #4",
+        "add {x}, {x}, #18",
+        "add {y}, {y}, #34",
+        "subs {n}, {n}, #1",
+        "b.ne 2b",
+        x = inout(reg) (x as *const u8).add(2) => _,
+        y = inout(reg) (y as *const u8).add(2) => _,
+        n = inout(reg) n => _,
+        out = inout(reg) sums => _,
+        sixteen = in(reg) 16usize,
+        t = out(reg) _,
         out("z0") _, out("z1") _, out("z2") _, out("z3") _, out("z4") _, out("z5") _, out("z6") _,
         out("p0") _, out("p1") _,
-        options(readonly, nostack),
+        options(nostack),
     );
-    sum as i32
 }
 
 /// 8x8 layout (chosen for 256-bit SVE): per block, eight exact integer row sums,
@@ -133,10 +155,10 @@ fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
         // SAFETY: SVE was detected (this table exists only then) and this
         // layout is only chosen at 256 bits or more.
         unsafe { block_x8i8(b, y, &mut lanes) };
-        let dy = y.d.to_f32();
+        let dy = fp16(y.d);
         for r in 0..8 {
             let sumi = lanes[2 * r] + lanes[2 * r + 1];
-            acc[r] += sumi as f32 * b.d[r].to_f32() * dy;
+            acc[r] += sumi as f32 * fp16(b.d[r]) * dy;
         }
     }
     out[..8].copy_from_slice(&acc);
