@@ -25,6 +25,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
         gemv_q4_0_x8i8,
+        gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         ..base
     }
 }
@@ -95,6 +96,37 @@ fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
 }
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     unsafe { q4_k_impl(x, y) }
+}
+fn gemm_q4_0_x8i8(
+    group: &[BlockQ4_0x8],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    let per_row = group.len();
+    let mut i = 0;
+    // Up to four activation rows share each unpacked weight block.
+    while i < n {
+        let take = (n - i).min(4);
+        let xs: [&[BlockQ8_0]; 4] = std::array::from_fn(|j| {
+            let a = i + j.min(take - 1);
+            &x[a * per_row..(a + 1) * per_row]
+        });
+        let mut res = [[0f32; 8]; 4];
+        unsafe {
+            match take {
+                4 => gemm_tile_x8i8::<4>(group, &xs, &mut res),
+                3 => gemm_tile_x8i8::<3>(group, &xs, &mut res),
+                2 => gemm_tile_x8i8::<2>(group, &xs, &mut res),
+                _ => gemm_tile_x8i8::<1>(group, &xs, &mut res),
+            }
+        }
+        for (j, res) in res.iter().take(take).enumerate() {
+            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
+        }
+        i += take;
+    }
 }
 fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     unsafe { q5_k_impl(x, y) }
@@ -491,4 +523,58 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
         i += 1;
     }
     sum
+}
+
+/// Eight repacked rows times `A` (1..=4) activation rows: each weight block is
+/// loaded and unpacked once for all of them. Per block the integer sums are
+/// exact and scaled in `vec_dot`'s order, as in the GEMV.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_tile_x8i8<const A: usize>(
+    group: &[BlockQ4_0x8],
+    xs: &[&[BlockQ8_0]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let eight = _mm256_set1_epi8(8);
+    let ones = _mm256_set1_epi16(1);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        let mut sums = [[_mm256_setzero_si256(); 2]; A];
+        for k in 0..2 {
+            for half in 0..2 {
+                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
+                let lo = _mm256_sub_epi8(_mm256_and_si256(q, low_mask), eight);
+                let hi =
+                    _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), eight);
+                let (alo, ahi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
+                for (j, sum) in sums.iter_mut().enumerate() {
+                    let y = &xs[j][bi];
+                    let ylo =
+                        _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
+                    let yhi = _mm256_set1_epi64x(
+                        y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
+                    );
+                    let pairs = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(alo, _mm256_sign_epi8(ylo, lo)),
+                        _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(yhi, hi)),
+                    );
+                    sum[half] = _mm256_add_epi32(sum[half], _mm256_madd_epi16(pairs, ones));
+                }
+            }
+        }
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let rows =
+                _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[j][0], sums[j][1]), order);
+            let scaled = _mm256_mul_ps(
+                _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
+                _mm256_set1_ps(fp16(xs[j][bi].d)),
+            );
+            *a = _mm256_add_ps(*a, scaled);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
 }

@@ -237,19 +237,29 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        let gemm = match (&self.groups, self.layout) {
-            (Groups::X4(g), RepackLayout::X4I8) => k.gemm_q4_0_x4i8.map(|f| (g, f)),
-            _ => None,
-        };
-        let Some((groups, f)) = gemm else {
-            for (x, out) in x.chunks_exact(per_row).zip(out.chunks_exact_mut(self.rows)) {
-                self.gemv(k, x, out)?;
-            }
-            return Ok(());
-        };
         let r = self.layout.rows();
-        for (g, group) in groups.chunks_exact(per_row).enumerate() {
-            f(group, x, n, &mut out[g * r..], self.rows);
+        match (
+            &self.groups,
+            self.layout,
+            k.gemm_q4_0_x4i8,
+            k.gemm_q4_0_x8i8,
+        ) {
+            (Groups::X4(groups), RepackLayout::X4I8, Some(f), _) => {
+                for (g, group) in groups.chunks_exact(per_row).enumerate() {
+                    f(group, x, n, &mut out[g * r..], self.rows);
+                }
+            }
+            (Groups::X8(groups), RepackLayout::X8I8, _, Some(f)) => {
+                for (g, group) in groups.chunks_exact(per_row).enumerate() {
+                    f(group, x, n, &mut out[g * r..], self.rows);
+                }
+            }
+            _ => {
+                for (x, out) in x.chunks_exact(per_row).zip(out.chunks_exact_mut(self.rows)) {
+                    self.gemv(k, x, out)?;
+                }
+                return Ok(());
+            }
         }
         let first_tail = self.rows / r * r;
         for (i, x) in x.chunks_exact(per_row).enumerate() {
