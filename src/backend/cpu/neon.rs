@@ -106,13 +106,28 @@ fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     sum
 }
 fn vec_dot_q4_0_q8_0_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    unsafe { dot_blocks(x, y, |x, y| (q4_0_dot_sdot(x, y), fp16(x.d), fp16(y.d))) }
+    unsafe { q4_0_rows_sdot(x, y) }
 }
 fn vec_dot_q4_1_q8_1_sdot(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    unsafe { q4_1_sum(x, y, |x, y| q4_1_dot_sdot(x, y)) }
+    unsafe { q4_1_rows_sdot(x, y) }
 }
 fn vec_dot_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    unsafe { q8_0_sum(x, y, |x, y| q8_dot_sdot(&x.qs, &y.qs)) }
+    unsafe { q8_0_rows_sdot(x, y) }
+}
+
+// The row loops carry the dotprod feature themselves, so the per-block SDOT
+// helpers inline into them.
+#[target_feature(enable = "dotprod")]
+unsafe fn q4_0_rows_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    dot_blocks(x, y, |x, y| (q4_0_dot_sdot(x, y), fp16(x.d), fp16(y.d)))
+}
+#[target_feature(enable = "dotprod")]
+unsafe fn q4_1_rows_sdot(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    q4_1_sum(x, y, |x, y| q4_1_dot_sdot(x, y))
+}
+#[target_feature(enable = "dotprod")]
+unsafe fn q8_0_rows_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    q8_0_sum(x, y, |x, y| q8_dot_sdot(&x.qs, &y.qs))
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     unsafe { vec_dot_f32_impl(x, y) }
@@ -130,10 +145,18 @@ fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     unsafe { kquant_dot::q6_k::<NeonDots>(x, y) }
 }
 fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
-    unsafe { gemv_x4(group, x, out, |b, y| block_x4i4(b, y)) }
+    unsafe { gemv_x4i4_sdot(group, x, out) }
 }
 fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
-    unsafe { gemv_x4(group, x, out, |b, y| block_x4i8(b, y)) }
+    unsafe { gemv_x4i8_sdot(group, x, out) }
+}
+#[target_feature(enable = "dotprod")]
+unsafe fn gemv_x4i4_sdot(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    gemv_x4(group, x, out, |b, y| block_x4i4(b, y))
+}
+#[target_feature(enable = "dotprod")]
+unsafe fn gemv_x4i8_sdot(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    gemv_x4(group, x, out, |b, y| block_x4i8(b, y))
 }
 
 /// One f16 to f32 with FCVT (base ARMv8 floating point; exact), without the
