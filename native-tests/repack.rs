@@ -116,24 +116,34 @@ fn gemm_equals_gemv_per_activation_row() {
 
 #[test]
 fn layout_choice_follows_llama_cpp() {
+    use lamina::backend::cpu::{CpuFeatures, Feature::*};
     use RepackLayout::*;
-    assert_eq!(RepackLayout::for_variant(CpuVariant::Avx2, 0), Some(X8I8));
-    assert_eq!(RepackLayout::for_variant(CpuVariant::Sve, 32), Some(X8I8));
-    assert_eq!(RepackLayout::for_variant(CpuVariant::Sve, 16), Some(X4I8));
+    let cpu = |present: &[lamina::backend::cpu::Feature], sve_bytes| CpuFeatures {
+        present: present.to_vec(),
+        sve_bytes,
+    };
+    let layout = RepackLayout::for_variant;
     assert_eq!(
-        RepackLayout::for_variant(CpuVariant::NeonI8mm, 0),
-        Some(X4I8)
+        layout(CpuVariant::Avx2, &cpu(&[Avx2, Fma, F16c], 0)),
+        Some(X8I8)
     );
+    let arm = [Neon, Dotprod, I8mm, Sve];
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 32)), Some(X8I8));
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 16)), Some(X4I8));
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 64)), Some(X4I8));
+    // A64FX: SVE-512 without dotprod or i8mm.
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&[Neon, Sve], 64)), Some(X8I8));
+    assert_eq!(layout(CpuVariant::NeonI8mm, &cpu(&arm[..3], 0)), Some(X4I8));
     assert_eq!(
-        RepackLayout::for_variant(CpuVariant::NeonDotprod, 0),
+        layout(CpuVariant::NeonDotprod, &cpu(&arm[..2], 0)),
         Some(X4I4)
     );
-    assert_eq!(RepackLayout::for_variant(CpuVariant::Neon, 0), None);
-    assert_eq!(RepackLayout::for_variant(CpuVariant::Scalar, 0), None);
+    assert_eq!(layout(CpuVariant::Neon, &cpu(&arm[..1], 0)), None);
+    assert_eq!(layout(CpuVariant::Scalar, &cpu(&[], 0)), None);
     let device = CpuDevice::new(None).unwrap();
     assert_eq!(
         device.kernels().repack,
-        RepackLayout::for_variant(device.variant(), device.features().sve_bytes)
+        layout(device.variant(), device.features())
     );
 }
 

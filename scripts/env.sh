@@ -9,11 +9,12 @@ WASM_PACK_VERSION=0.15.1
 CARGO_FUZZ_VERSION=0.13.2
 BINARYEN_VERSION=132.0.0
 # qemu CPU models the aarch64 tests run under: NEON only; NEON+dotprod;
-# NEON+dotprod+i8mm; SVE at 128, 256 and 512 bits.
-# Each model with the variant the registry must select on it (and SVE bits).
-AARCH64_CPUS=(cortex-a53 neoverse-n1 "max,sve=off" "max,sve128=on" "max,sve256=on" "max,sve512=on")
+# NEON+dotprod+i8mm; SVE at 128, 256 and 512 bits; SVE-512 without dotprod
+# (A64FX). Each with the variant the registry must select on it (and SVE bits).
+AARCH64_CPUS=(cortex-a53 neoverse-n1 "max,sve=off" "max,sve128=on" "max,sve256=on" "max,sve512=on" a64fx)
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"
   ["max,sve128=on"]="sve 128" ["max,sve256=on"]="sve 256" ["max,sve512=on"]="sve 512"
+  [a64fx]="sve 512"
 )
 export PATH="$LAMINA_TOOLS/node_modules/.bin:$HOME/.cargo/bin:$PATH"

@@ -148,7 +148,7 @@ pub fn run(
         if !variant.supported(features) {
             continue;
         }
-        let k = Kernels::for_supported_variant(variant, features.sve_bytes);
+        let k = Kernels::for_supported_variant(variant, features);
         let t = budget;
         // Kernels the filter leaves out are not run at all (so instruction
         // counts under qemu cover only the kernel asked for).

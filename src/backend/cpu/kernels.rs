@@ -4,6 +4,7 @@
 
 use half::f16;
 
+use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
 use super::scalar;
 use super::variant::CpuVariant;
@@ -73,7 +74,7 @@ impl Kernels {
     /// The table for `variant`. The caller must have checked that this machine
     /// supports it (`CpuVariant::supported`): the SIMD entries assume their
     /// features are present.
-    pub(crate) fn for_supported_variant(variant: CpuVariant, sve_bytes: usize) -> Kernels {
+    pub(crate) fn for_supported_variant(variant: CpuVariant, features: &CpuFeatures) -> Kernels {
         let scalar = Kernels::scalar();
         match variant {
             CpuVariant::Scalar => scalar,
@@ -86,14 +87,14 @@ impl Kernels {
             #[cfg(target_arch = "aarch64")]
             CpuVariant::NeonI8mm => super::neon::i8mm_kernels(scalar),
             #[cfg(target_arch = "aarch64")]
-            CpuVariant::Sve => super::sve::kernels(super::neon::best_neon(scalar), sve_bytes),
+            CpuVariant::Sve => super::sve::kernels(super::neon::best_neon(scalar), features),
             #[cfg(target_arch = "wasm32")]
             CpuVariant::Simd128 => super::simd128::kernels(scalar),
             // Not compiled for this architecture: never supported, never here.
             #[allow(unreachable_patterns)]
             _ => scalar,
         }
-        .with_variant(variant, RepackLayout::for_variant(variant, sve_bytes))
+        .with_variant(variant, RepackLayout::for_variant(variant, features))
     }
 
     fn with_variant(mut self, variant: CpuVariant, repack: Option<RepackLayout>) -> Kernels {

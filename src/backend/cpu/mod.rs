@@ -75,7 +75,7 @@ impl CpuDevice {
             None => CpuVariant::best(&features),
         };
         Ok(CpuDevice {
-            kernels: Kernels::for_supported_variant(variant, features.sve_bytes),
+            kernels: Kernels::for_supported_variant(variant, &features),
             features,
             forced: choice.is_some(),
         })
@@ -101,10 +101,7 @@ impl CpuDevice {
     /// The kernel table of another supported variant (for tests and benchmarks).
     pub fn kernels_for(&self, variant: CpuVariant) -> Result<Kernels> {
         CpuVariant::force(variant.name(), &self.features)?;
-        Ok(Kernels::for_supported_variant(
-            variant,
-            self.features.sve_bytes,
-        ))
+        Ok(Kernels::for_supported_variant(variant, &self.features))
     }
 }
 

@@ -14,6 +14,7 @@
 
 use half::f16;
 
+use super::features::{CpuFeatures, Feature};
 use super::kernels::Kernels;
 use super::variant::CpuVariant;
 use crate::error::{Error, Result};
@@ -50,16 +51,22 @@ impl RepackLayout {
     }
 
     /// The layout a variant accelerates, by llama.cpp's rules (8x8 for AVX2 and
-    /// 256-bit SVE with i8mm, 4x8 for NEON i8mm, 4x4 for NEON dotprod), plus
-    /// lamina's own: 4x4 for SIMD128, and 4x8 for SVE at other widths (every
-    /// SVE CPU modelled here has i8mm).
-    pub fn for_variant(variant: CpuVariant, sve_bytes: usize) -> Option<RepackLayout> {
+    /// 256-bit SVE, 4x8 for NEON i8mm, 4x4 for NEON dotprod), plus lamina's
+    /// own: 4x4 for SIMD128; for SVE at other widths 4x8 where i8mm is there,
+    /// else the SVE 8x8 kernel where vectors hold 256 bits (A64FX), else 4x4.
+    pub fn for_variant(variant: CpuVariant, features: &CpuFeatures) -> Option<RepackLayout> {
+        let has = |f| features.has(f);
         match variant {
             CpuVariant::Avx2 => Some(RepackLayout::X8I8),
-            CpuVariant::Sve if sve_bytes == 32 => Some(RepackLayout::X8I8),
-            CpuVariant::Sve | CpuVariant::NeonI8mm => Some(RepackLayout::X4I8),
+            CpuVariant::Sve if features.sve_bytes == 32 => Some(RepackLayout::X8I8),
+            CpuVariant::Sve if has(Feature::I8mm) && has(Feature::Dotprod) => {
+                Some(RepackLayout::X4I8)
+            }
+            CpuVariant::Sve if features.sve_bytes >= 32 => Some(RepackLayout::X8I8),
+            CpuVariant::Sve if has(Feature::Dotprod) => Some(RepackLayout::X4I4),
+            CpuVariant::NeonI8mm => Some(RepackLayout::X4I8),
             CpuVariant::NeonDotprod | CpuVariant::Simd128 => Some(RepackLayout::X4I4),
-            CpuVariant::Scalar | CpuVariant::Neon => None,
+            CpuVariant::Sve | CpuVariant::Scalar | CpuVariant::Neon => None,
         }
     }
 }

@@ -5,27 +5,26 @@
 
 use std::arch::asm;
 
+use super::features::{CpuFeatures, Feature};
 use super::kernels::Kernels;
 use super::neon::fp16;
 use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
 
-/// SVE kernels over `base` (the NEON table for what SVE does not replace).
-/// The 8x8 GEMV needs vectors of at least 256 bits (`sve_bytes` >= 32).
-pub fn kernels(base: Kernels, sve_bytes: usize) -> Kernels {
-    let k = Kernels {
-        vec_dot_q4_0_q8_0,
-        vec_dot_q8_0_q8_0,
-        ..base
-    };
-    if sve_bytes >= 32 {
-        Kernels {
-            gemv_q4_0_x8i8,
-            ..k
-        }
-    } else {
-        k
+/// SVE kernels over `base` (the best NEON table, for what SVE does not
+/// replace). The Q4_0/Q8_0 dots replace NEON's only without dotprod (A64FX):
+/// with SDOT, NEON's per-block code is shorter (bench-kernels under qemu). The
+/// 8x8 GEMV needs vectors of at least 256 bits.
+pub fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
+    let mut k = base;
+    if !features.has(Feature::Dotprod) {
+        k.vec_dot_q4_0_q8_0 = vec_dot_q4_0_q8_0;
+        k.vec_dot_q8_0_q8_0 = vec_dot_q8_0_q8_0;
     }
+    if features.sve_bytes >= 32 {
+        k.gemv_q4_0_x8i8 = gemv_q4_0_x8i8;
+    }
+    k
 }
 
 /// The SVE vector length in bytes.
