@@ -165,3 +165,44 @@ fn devices_reports_the_selected_variant() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CPU variant 'simd128' cannot run here"));
 }
+
+#[test]
+fn tokenize_command() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = stdout(&lamina(&[
+        "tokenize",
+        "-m",
+        &model,
+        "-p",
+        "<|im_start|>user\nHi",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ids"][0], 1);
+    assert_eq!(v["pieces"][0], "<|im_start|>");
+    let out = stdout(&lamina(&[
+        "tokenize",
+        "-m",
+        &model,
+        "-p",
+        "<|im_start|>",
+        "--no-parse-special",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["ids"].as_array().unwrap().len() > 1, "split as text: {v}");
+    // Vocab-only files work; a missing text is an error.
+    let vocab = format!("{REPO}/native-tests/golden/vocab/ggml-vocab-gpt-2.gguf");
+    let out = stdout(&lamina(&[
+        "tokenize",
+        "-m",
+        &vocab,
+        "-p",
+        "Hello world",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["ids"], serde_json::json!([15496, 995]));
+    let out = lamina(&["tokenize", "-m", &vocab]);
+    assert_ne!(out.status.code(), Some(0));
+}

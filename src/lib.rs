@@ -8,6 +8,7 @@ pub mod gguf;
 pub mod kernel_bench;
 pub mod requantize;
 pub mod tensor;
+pub mod tokenizer;
 
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;

@@ -62,6 +62,26 @@ mod cli {
             #[arg(long)]
             json: bool,
         },
+        /// Tokenize text with a model's vocabulary (vocab-only GGUF files work).
+        Tokenize {
+            /// The GGUF file.
+            #[arg(short, long)]
+            model: PathBuf,
+            /// The text.
+            #[arg(short, long, conflicts_with = "file", required_unless_present = "file")]
+            prompt: Option<String>,
+            /// Read the text from a file, byte for byte.
+            #[arg(short, long)]
+            file: Option<PathBuf>,
+            /// Add no special tokens (BOS/EOS) at all.
+            #[arg(long)]
+            no_bos: bool,
+            /// Treat special-token text (e.g. <|im_start|>) as ordinary text.
+            #[arg(long)]
+            no_parse_special: bool,
+            #[arg(long)]
+            json: bool,
+        },
         /// Requantize a model, as `llama-quantize --allow-requantize IN OUT TYPE`.
         Quantize {
             /// The source GGUF file.
@@ -94,6 +114,14 @@ mod cli {
                     bench_kernels(&registry, rows, cols, budget, kernel.as_deref(), json)
                 }
                 Command::Info { model, json } => info(&model, json),
+                Command::Tokenize {
+                    model,
+                    prompt,
+                    file,
+                    no_bos,
+                    no_parse_special,
+                    json,
+                } => tokenize(&model, prompt, file, !no_bos, !no_parse_special, json),
                 Command::Quantize {
                     input,
                     output,
@@ -244,6 +272,46 @@ mod cli {
             );
         }
         write_stdout(&text)
+    }
+
+    fn tokenize(
+        model: &PathBuf,
+        prompt: Option<String>,
+        file: Option<PathBuf>,
+        add_special: bool,
+        parse_special: bool,
+        json: bool,
+    ) -> lamina::Result<()> {
+        let text = match (prompt, file) {
+            (Some(p), _) => p,
+            (None, Some(f)) => {
+                let bytes = std::fs::read(&f)
+                    .map_err(|e| lamina::Error::io(format!("cannot read {}", f.display()), e))?;
+                String::from_utf8(bytes).map_err(|_| lamina::Error::InvalidUtf8 {
+                    what: format!("{}", f.display()),
+                })?
+            }
+            (None, None) => {
+                return Err(lamina::Error::InvalidArgument(
+                    "give -p TEXT or -f FILE".into(),
+                ))
+            }
+        };
+        let gguf = GgufFile::open(model)?;
+        let vocab = lamina::tokenizer::Vocab::from_metadata(gguf.metadata())?;
+        let ids = vocab.tokenize(&text, add_special, parse_special)?;
+        let pieces: Vec<String> = ids
+            .iter()
+            .map(|&id| String::from_utf8_lossy(&vocab.token_bytes(id, true)).into_owned())
+            .collect();
+        if json {
+            return write_stdout(&format!("{}\n", json!({"ids": ids, "pieces": pieces})));
+        }
+        let mut out = String::new();
+        for (id, piece) in ids.iter().zip(&pieces) {
+            out += &format!("{id:>6} -> {piece:?}\n");
+        }
+        write_stdout(&out)
     }
 
     fn quantize(input: &PathBuf, output: &PathBuf, target: &str) -> lamina::Result<()> {

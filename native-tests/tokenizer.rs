@@ -1,0 +1,166 @@
+//! Tokenizers against llama.cpp's own test suites (../shared/golden/vocab: the
+//! vocab-only GGUF files with their inputs and expected ids) and the SmolLM2
+//! golden token ids.
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use common::{golden_path, model_path, read_file};
+use lamina::gguf::GgufFile;
+use lamina::tokenizer::Vocab;
+
+fn vocab_of(path: &str) -> Vocab {
+    let file = GgufFile::from_bytes(read_file(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Vocab::from_metadata(file.metadata()).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The cases of a `.inp` file, split as the vocab README says.
+fn cases(inp: &str) -> Vec<String> {
+    const SEP: &str = "\n__ggml_vocab_test__\n";
+    let mut parts: Vec<String> = inp.split(SEP).map(str::to_string).collect();
+    if inp.ends_with(SEP) {
+        parts.pop();
+    }
+    parts
+}
+
+fn expected_ids(out: &str) -> Vec<Vec<u32>> {
+    out.split('\n')
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|l| {
+            if l.is_empty() {
+                vec![]
+            } else {
+                l.split(' ').map(|n| n.parse().unwrap()).collect()
+            }
+        })
+        .collect()
+}
+
+fn check_suite(set: &str) {
+    let base = golden_path(&format!("vocab/ggml-vocab-{set}.gguf"));
+    let vocab = vocab_of(&base);
+    let inp = String::from_utf8(read_file(&format!("{base}.inp"))).unwrap();
+    let out = String::from_utf8(read_file(&format!("{base}.out"))).unwrap();
+    let cases = cases(&inp);
+    let expected = expected_ids(&out);
+    assert_eq!(cases.len(), 46, "{set}: cases");
+    let mut failures = Vec::new();
+    for (i, text) in cases.iter().enumerate() {
+        let got = vocab.tokenize(text, false, false).unwrap();
+        if got != expected[i] {
+            failures.push(format!(
+                "case {i} {text:?}: got {got:?}, want {:?}",
+                expected[i]
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{set}: {} of 46 cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn vocab_gpt_2() {
+    check_suite("gpt-2");
+}
+
+#[test]
+fn vocab_llama_bpe() {
+    check_suite("llama-bpe");
+}
+
+#[test]
+fn vocab_qwen2() {
+    check_suite("qwen2");
+}
+
+#[test]
+fn vocab_falcon() {
+    check_suite("falcon");
+}
+
+#[test]
+fn vocab_starcoder() {
+    check_suite("starcoder");
+}
+
+#[test]
+fn vocab_deepseek_llm() {
+    check_suite("deepseek-llm");
+}
+
+#[test]
+fn vocab_mpt() {
+    check_suite("mpt");
+}
+
+#[test]
+fn smollm2_golden_ids() {
+    let vocab = vocab_of(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"));
+    let golden: serde_json::Value =
+        serde_json::from_slice(&read_file(&golden_path("smollm2/tokenize.json"))).unwrap();
+    let cases = golden["cases"]
+        .as_array()
+        .or_else(|| golden.as_array())
+        .expect("cases");
+    assert_eq!(cases.len(), 12);
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        let ids = |key: &str| -> Vec<u32> {
+            case[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect()
+        };
+        assert_eq!(
+            vocab.tokenize(text, true, true).unwrap(),
+            ids("ids_parse_special"),
+            "{text:?}"
+        );
+        assert_eq!(
+            vocab.tokenize(text, true, false).unwrap(),
+            ids("ids_no_parse_special"),
+            "{text:?}"
+        );
+        // Pieces, byte for byte.
+        let hex: Vec<String> = case["pieces_hex_parse_special"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        let got: Vec<String> = ids("ids_parse_special")
+            .iter()
+            .map(|&id| {
+                vocab
+                    .token_bytes(id, true)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(got, hex, "{text:?}: pieces");
+    }
+}
+
+#[test]
+fn unsupported_models_and_pre_tokenizers_are_named() {
+    let vocab = vocab_of(&golden_path("vocab/ggml-vocab-gpt-2.gguf"));
+    assert_eq!(vocab.model(), "gpt2");
+    let e = lamina::tokenizer::PreTokenizer::for_name("nonesuch").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("unknown pre-tokenizer type 'nonesuch'"),
+        "{e}"
+    );
+}

@@ -1,0 +1,234 @@
+//! Tokenizers from GGUF vocabularies. Today: byte-level BPE (`tokenizer.ggml.model`
+//! = "gpt2") with every pre-tokenizer llama.cpp names, and special-token
+//! parsing. SentencePiece ("llama") and WordPiece ("bert") come next.
+
+mod bpe;
+mod pretokenize;
+
+use std::collections::HashMap;
+
+pub use pretokenize::PreTokenizer;
+
+use crate::error::{Error, Result};
+use crate::gguf::{Array, Metadata, Value};
+
+/// `tokenizer.ggml.token_type` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenType {
+    Undefined,
+    Normal,
+    Unknown,
+    Control,
+    UserDefined,
+    Unused,
+    Byte,
+}
+
+impl TokenType {
+    fn from_i32(v: i32) -> TokenType {
+        match v {
+            1 => TokenType::Normal,
+            2 => TokenType::Unknown,
+            3 => TokenType::Control,
+            4 => TokenType::UserDefined,
+            5 => TokenType::Unused,
+            6 => TokenType::Byte,
+            _ => TokenType::Undefined,
+        }
+    }
+}
+
+/// A vocabulary and the algorithm that tokenizes with it.
+pub struct Vocab {
+    model: String,
+    tokens: Vec<String>,
+    types: Vec<TokenType>,
+    token_to_id: HashMap<String, u32>,
+    bpe: Option<bpe::Bpe>,
+    /// Tokens matched in text before tokenizing the rest: control, user-defined
+    /// and unknown tokens, longest first.
+    specials: Vec<u32>,
+    pub bos: Option<u32>,
+    pub eos: Option<u32>,
+    pub add_bos: bool,
+    pub add_eos: bool,
+}
+
+fn optional_id(md: &Metadata, key: &str) -> Option<u32> {
+    match md.get(key) {
+        Some(Value::U32(v)) => Some(*v),
+        Some(Value::I32(v)) if *v >= 0 => Some(*v as u32),
+        _ => None,
+    }
+}
+
+impl Vocab {
+    /// Reads the vocabulary from a model's (or a vocab-only file's) metadata.
+    pub fn from_metadata(md: &Metadata) -> Result<Vocab> {
+        let model = md.get_str("tokenizer.ggml.model")?.to_string();
+        let tokens = md.get_str_array("tokenizer.ggml.tokens")?.to_vec();
+        let types = match md.get("tokenizer.ggml.token_type") {
+            Some(Value::Array(Array::I32(t))) => {
+                t.iter().map(|&v| TokenType::from_i32(v)).collect()
+            }
+            _ => vec![TokenType::Normal; tokens.len()],
+        };
+        if types.len() != tokens.len() {
+            return Err(Error::InvalidValue {
+                what: "tokenizer.ggml.token_type".into(),
+                detail: format!("{} types for {} tokens", types.len(), tokens.len()),
+            });
+        }
+        let mut token_to_id = HashMap::with_capacity(tokens.len());
+        for (i, t) in tokens.iter().enumerate() {
+            token_to_id.entry(t.clone()).or_insert(i as u32);
+        }
+        let pre = md.get_str("tokenizer.ggml.pre").unwrap_or("default");
+        let (bpe, default_add_bos) = match model.as_str() {
+            "gpt2" => {
+                let merges = md.get_str_array("tokenizer.ggml.merges")?;
+                let pre = PreTokenizer::for_name(pre)?;
+                let add_bos = pre.ignore_merges; // llama.cpp: llama3 and tekken add BOS
+                (Some(bpe::Bpe::new(merges, pre)), add_bos)
+            }
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "tokenizer model '{other}' is not supported yet (byte-level BPE, 'gpt2', is)"
+                )))
+            }
+        };
+        let mut specials: Vec<u32> = (0..tokens.len() as u32)
+            .filter(|&i| {
+                matches!(
+                    types[i as usize],
+                    TokenType::Control | TokenType::UserDefined | TokenType::Unknown
+                ) && !tokens[i as usize].is_empty()
+            })
+            .collect();
+        specials.sort_by_key(|&i| std::cmp::Reverse(tokens[i as usize].len()));
+        let flag = |key: &str, default: bool| match md.get(key) {
+            Some(Value::Bool(b)) => *b,
+            _ => default,
+        };
+        Ok(Vocab {
+            bos: optional_id(md, "tokenizer.ggml.bos_token_id"),
+            eos: optional_id(md, "tokenizer.ggml.eos_token_id"),
+            add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos),
+            add_eos: flag("tokenizer.ggml.add_eos_token", false),
+            model,
+            tokens,
+            types,
+            token_to_id,
+            bpe,
+            specials,
+        })
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        self.tokens.get(id as usize).map(|s| s.as_str())
+    }
+
+    pub fn token_type(&self, id: u32) -> Option<TokenType> {
+        self.types.get(id as usize).copied()
+    }
+
+    /// Token ids for `text`. `add_special` adds BOS/EOS as the vocabulary asks;
+    /// `parse_special` recognises control tokens written in the text
+    /// (user-defined tokens are always recognised, as in llama.cpp).
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        let mut out = Vec::new();
+        if add_special && self.add_bos {
+            if let Some(bos) = self.bos {
+                out.push(bos);
+            }
+        }
+        for fragment in self.partition_specials(text, parse_special) {
+            match fragment {
+                Fragment::Token(id) => out.push(id),
+                Fragment::Text(t) => self.tokenize_text(t, &mut out)?,
+            }
+        }
+        if add_special && self.add_eos {
+            if let Some(eos) = self.eos {
+                out.push(eos);
+            }
+        }
+        Ok(out)
+    }
+
+    fn tokenize_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+        match &self.bpe {
+            Some(bpe) => bpe.tokenize(text, &self.token_to_id, out),
+            None => Err(Error::InvalidArgument(format!(
+                "tokenizer model '{}' is not supported yet",
+                self.model
+            ))),
+        }
+    }
+
+    /// Splits text around special tokens (longest first, left to right).
+    fn partition_specials<'t>(&self, text: &'t str, parse_special: bool) -> Vec<Fragment<'t>> {
+        let mut fragments = vec![Fragment::Text(text)];
+        for &id in &self.specials {
+            let ty = self.types[id as usize];
+            if !parse_special && matches!(ty, TokenType::Control | TokenType::Unknown) {
+                continue;
+            }
+            let special = self.tokens[id as usize].as_str();
+            let mut next = Vec::with_capacity(fragments.len());
+            for f in fragments {
+                match f {
+                    Fragment::Text(t) => {
+                        let mut rest = t;
+                        while let Some(pos) = rest.find(special) {
+                            if pos > 0 {
+                                next.push(Fragment::Text(&rest[..pos]));
+                            }
+                            next.push(Fragment::Token(id));
+                            rest = &rest[pos + special.len()..];
+                        }
+                        if !rest.is_empty() {
+                            next.push(Fragment::Text(rest));
+                        }
+                    }
+                    token => next.push(token),
+                }
+            }
+            fragments = next;
+        }
+        fragments
+    }
+
+    /// The bytes a token stands for: byte-level BPE tokens are decoded back to
+    /// bytes; control tokens give their text only when `special` is true.
+    pub fn token_bytes(&self, id: u32, special: bool) -> Vec<u8> {
+        let Some(text) = self.tokens.get(id as usize) else {
+            return Vec::new();
+        };
+        match self.types[id as usize] {
+            TokenType::Control if !special => Vec::new(),
+            TokenType::Control | TokenType::UserDefined => text.as_bytes().to_vec(),
+            _ => match &self.bpe {
+                Some(_) => bpe::decode_bytes(text),
+                None => text.as_bytes().to_vec(),
+            },
+        }
+    }
+}
+
+enum Fragment<'t> {
+    Text(&'t str),
+    Token(u32),
+}
