@@ -103,6 +103,16 @@ fn vocab_mpt() {
 }
 
 #[test]
+fn vocab_llama_spm() {
+    check_suite("llama-spm");
+}
+
+#[test]
+fn vocab_phi_3() {
+    check_suite("phi-3");
+}
+
+#[test]
 fn smollm2_golden_ids() {
     let vocab = vocab_of(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"));
     let golden: serde_json::Value =

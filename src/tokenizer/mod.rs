@@ -4,6 +4,7 @@
 
 mod bpe;
 mod pretokenize;
+mod spm;
 
 use std::collections::HashMap;
 
@@ -44,7 +45,10 @@ pub struct Vocab {
     tokens: Vec<String>,
     types: Vec<TokenType>,
     token_to_id: HashMap<String, u32>,
+    scores: Vec<f32>,
     bpe: Option<bpe::Bpe>,
+    /// SentencePiece: prefix the text with a space.
+    add_space_prefix: bool,
     /// Tokens matched in text before tokenizing the rest: control, user-defined
     /// and unknown tokens, longest first.
     specials: Vec<u32>,
@@ -91,11 +95,16 @@ impl Vocab {
                 let add_bos = pre.ignore_merges; // llama.cpp: llama3 and tekken add BOS
                 (Some(bpe::Bpe::new(merges, pre)), add_bos)
             }
+            "llama" => (None, true),
             other => {
                 return Err(Error::InvalidArgument(format!(
-                    "tokenizer model '{other}' is not supported yet (byte-level BPE, 'gpt2', is)"
+                    "tokenizer model '{other}' is not supported yet ('gpt2' and 'llama' are)"
                 )))
             }
+        };
+        let scores = match md.get("tokenizer.ggml.scores") {
+            Some(Value::Array(Array::F32(s))) => s.clone(),
+            _ => vec![0.0; tokens.len()],
         };
         let mut specials: Vec<u32> = (0..tokens.len() as u32)
             .filter(|&i| {
@@ -115,6 +124,8 @@ impl Vocab {
             eos: optional_id(md, "tokenizer.ggml.eos_token_id"),
             add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos),
             add_eos: flag("tokenizer.ggml.add_eos_token", false),
+            add_space_prefix: flag("tokenizer.ggml.add_space_prefix", model == "llama"),
+            scores,
             model,
             tokens,
             types,
@@ -154,10 +165,19 @@ impl Vocab {
                 out.push(bos);
             }
         }
+        // SentencePiece prefixes a space to text that starts the input or
+        // follows a special token.
+        let mut after_special = true;
         for fragment in self.partition_specials(text, parse_special) {
             match fragment {
-                Fragment::Token(id) => out.push(id),
-                Fragment::Text(t) => self.tokenize_text(t, &mut out)?,
+                Fragment::Token(id) => {
+                    out.push(id);
+                    after_special = true;
+                }
+                Fragment::Text(t) => {
+                    self.tokenize_text(t, after_special, &mut out)?;
+                    after_special = false;
+                }
             }
         }
         if add_special && self.add_eos {
@@ -168,19 +188,33 @@ impl Vocab {
         Ok(out)
     }
 
-    fn tokenize_text(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
+    fn tokenize_text(&self, text: &str, after_special: bool, out: &mut Vec<u32>) -> Result<()> {
         match &self.bpe {
             Some(bpe) => bpe.tokenize(text, &self.token_to_id, out),
-            None => Err(Error::InvalidArgument(format!(
-                "tokenizer model '{}' is not supported yet",
-                self.model
-            ))),
+            None => {
+                let mut escaped = String::with_capacity(text.len() + 3);
+                if self.add_space_prefix && after_special {
+                    escaped.push('\u{2581}');
+                }
+                for c in text.chars() {
+                    escaped.push(if c == ' ' { '\u{2581}' } else { c });
+                }
+                let spm = spm::Spm {
+                    token_to_id: &self.token_to_id,
+                    scores: &self.scores,
+                };
+                spm.tokenize(&escaped, out)
+            }
         }
     }
 
     /// Splits text around special tokens (longest first, left to right).
     fn partition_specials<'t>(&self, text: &'t str, parse_special: bool) -> Vec<Fragment<'t>> {
-        let mut fragments = vec![Fragment::Text(text)];
+        let mut fragments = if text.is_empty() {
+            vec![]
+        } else {
+            vec![Fragment::Text(text)]
+        };
         for &id in &self.specials {
             let ty = self.types[id as usize];
             if !parse_special && matches!(ty, TokenType::Control | TokenType::Unknown) {
@@ -220,9 +254,15 @@ impl Vocab {
         match self.types[id as usize] {
             TokenType::Control if !special => Vec::new(),
             TokenType::Control | TokenType::UserDefined => text.as_bytes().to_vec(),
+            TokenType::Byte => {
+                match u8::from_str_radix(text.trim_start_matches("<0x").trim_end_matches('>'), 16) {
+                    Ok(b) => vec![b],
+                    Err(_) => text.as_bytes().to_vec(),
+                }
+            }
             _ => match &self.bpe {
                 Some(_) => bpe::decode_bytes(text),
-                None => text.as_bytes().to_vec(),
+                None => text.replace('\u{2581}', " ").into_bytes(),
             },
         }
     }
