@@ -113,6 +113,11 @@ fn vocab_phi_3() {
 }
 
 #[test]
+fn vocab_bert_bge() {
+    check_suite("bert-bge");
+}
+
+#[test]
 fn smollm2_golden_ids() {
     let vocab = vocab_of(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"));
     let golden: serde_json::Value =
@@ -160,6 +165,27 @@ fn smollm2_golden_ids() {
             })
             .collect();
         assert_eq!(got, hex, "{text:?}: pieces");
+    }
+}
+
+/// BERT's [CLS] ... [SEP] layout and lower-casing/accent stripping, against
+/// llama-tokenize on all-MiniLM-L6-v2.
+#[test]
+fn minilm_golden_ids() {
+    let vocab = vocab_of(&model_path("all-MiniLM-L6-v2-f16.gguf"));
+    let golden: serde_json::Value =
+        serde_json::from_slice(&read_file(&golden_path("minilm/tokens.json"))).unwrap();
+    let items = golden["items"].as_array().unwrap();
+    assert_eq!(items.len(), 6);
+    for item in items {
+        let text = item["text"].as_str().unwrap();
+        let want: Vec<u32> = item["token_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        assert_eq!(vocab.tokenize(text, true, false).unwrap(), want, "{text:?}");
     }
 }
 

@@ -1,10 +1,11 @@
-//! Tokenizers from GGUF vocabularies. Today: byte-level BPE (`tokenizer.ggml.model`
-//! = "gpt2") with every pre-tokenizer llama.cpp names, and special-token
-//! parsing. SentencePiece ("llama") and WordPiece ("bert") come next.
+//! Tokenizers from GGUF vocabularies, as llama.cpp runs them: byte-level BPE
+//! (`tokenizer.ggml.model` = "gpt2") with every pre-tokenizer llama.cpp names,
+//! SentencePiece ("llama") and WordPiece ("bert"), with special-token parsing.
 
 mod bpe;
 mod pretokenize;
 mod spm;
+mod wpm;
 
 use std::collections::HashMap;
 
@@ -54,6 +55,9 @@ pub struct Vocab {
     specials: Vec<u32>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
+    pub unk: Option<u32>,
+    /// Longest token, in bytes (bounds WordPiece's search).
+    max_token_len: usize,
     pub add_bos: bool,
     pub add_eos: bool,
 }
@@ -96,9 +100,10 @@ impl Vocab {
                 (Some(bpe::Bpe::new(merges, pre)), add_bos)
             }
             "llama" => (None, true),
+            "bert" => (None, true),
             other => {
                 return Err(Error::InvalidArgument(format!(
-                    "tokenizer model '{other}' is not supported yet ('gpt2' and 'llama' are)"
+                    "tokenizer model '{other}' is not supported ('gpt2', 'llama' and 'bert' are)"
                 )))
             }
         };
@@ -122,6 +127,8 @@ impl Vocab {
         Ok(Vocab {
             bos: optional_id(md, "tokenizer.ggml.bos_token_id"),
             eos: optional_id(md, "tokenizer.ggml.eos_token_id"),
+            unk: optional_id(md, "tokenizer.ggml.unknown_token_id"),
+            max_token_len: tokens.iter().map(|t| t.len()).max().unwrap_or(0),
             add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos),
             add_eos: flag("tokenizer.ggml.add_eos_token", false),
             add_space_prefix: flag("tokenizer.ggml.add_space_prefix", model == "llama"),
@@ -166,7 +173,7 @@ impl Vocab {
             }
         }
         // SentencePiece prefixes a space to text that starts the input or
-        // follows a special token.
+        // follows a special token. (BERT's [CLS]/[SEP] come from add_bos/add_eos.)
         let mut after_special = true;
         for fragment in self.partition_specials(text, parse_special) {
             match fragment {
@@ -191,6 +198,10 @@ impl Vocab {
     fn tokenize_text(&self, text: &str, after_special: bool, out: &mut Vec<u32>) -> Result<()> {
         match &self.bpe {
             Some(bpe) => bpe.tokenize(text, &self.token_to_id, out),
+            None if self.model == "bert" => {
+                wpm::tokenize(text, &self.token_to_id, self.max_token_len, self.unk, out);
+                Ok(())
+            }
             None => {
                 let mut escaped = String::with_capacity(text.len() + 3);
                 if self.add_space_prefix && after_special {
