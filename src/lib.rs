@@ -7,6 +7,7 @@ pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_bench;
 pub mod requantize;
+pub mod sampling;
 pub mod tensor;
 pub mod tokenizer;
 

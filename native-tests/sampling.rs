@@ -1,0 +1,340 @@
+//! The sampler chain: each stage's effect, seeded reproducibility, and the
+//! random draws themselves against libstdc++ (what llama.cpp is built with).
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use lamina::sampling::{greedy, Mt19937, Sampler, SamplingParams};
+
+/// Indices drawn by `std::discrete_distribution<int>({0.1, 0.2, 0.3, 0.05,
+/// 0.35})` from `std::mt19937(seed)` with GCC 12's libstdc++, 24 draws per
+/// seed (a fresh distribution each draw, as llama.cpp makes one per token).
+const LIBSTDCXX_DRAWS: [(u32, [usize; 24]); 5] = [
+    (
+        0,
+        [
+            2, 4, 4, 4, 3, 2, 1, 0, 1, 2, 4, 2, 2, 4, 2, 3, 2, 4, 1, 4, 2, 4, 2, 4,
+        ],
+    ),
+    (
+        1,
+        [
+            4, 4, 1, 4, 1, 2, 2, 4, 4, 4, 2, 2, 2, 1, 2, 4, 2, 2, 4, 4, 4, 4, 0, 2,
+        ],
+    ),
+    (
+        42,
+        [
+            4, 1, 4, 2, 2, 0, 2, 2, 1, 4, 0, 4, 4, 0, 4, 3, 3, 0, 0, 2, 2, 0, 4, 1,
+        ],
+    ),
+    (
+        1234,
+        [
+            2, 4, 3, 4, 4, 1, 1, 4, 1, 1, 0, 2, 2, 4, 0, 0, 2, 0, 1, 1, 4, 4, 4, 1,
+        ],
+    ),
+    (
+        4294967294,
+        [
+            1, 4, 4, 2, 2, 1, 4, 4, 2, 1, 4, 4, 0, 4, 4, 2, 0, 2, 4, 1, 4, 1, 2, 4,
+        ],
+    ),
+];
+
+#[test]
+fn draws_match_libstdcxx() {
+    let w = [0.1f32, 0.2, 0.3, 0.05, 0.35];
+    for (seed, want) in LIBSTDCXX_DRAWS {
+        let mut rng = Mt19937::new(seed);
+        let got: Vec<usize> = (0..24).map(|_| rng.discrete(w.iter().copied())).collect();
+        assert_eq!(got, want, "seed {seed}");
+    }
+}
+
+fn params() -> SamplingParams {
+    SamplingParams {
+        seed: Some(7),
+        ..SamplingParams::default()
+    }
+}
+
+/// Draw frequencies over `n` samples.
+fn frequencies(p: SamplingParams, logits: &[f32], n: usize) -> Vec<f64> {
+    let mut s = Sampler::new(p, logits.len()).unwrap();
+    let mut counts = vec![0usize; logits.len()];
+    for _ in 0..n {
+        counts[s.sample(logits).unwrap() as usize] += 1;
+    }
+    counts.iter().map(|&c| c as f64 / n as f64).collect()
+}
+
+fn plain() -> SamplingParams {
+    SamplingParams {
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        ..params()
+    }
+}
+
+#[test]
+fn greedy_and_zero_temperature() {
+    assert_eq!(
+        greedy(&[1.0, 3.0, 3.0, 2.0]),
+        Some(1),
+        "ties go to the lowest id"
+    );
+    assert_eq!(greedy(&[]), None);
+    let logits = [0.5, 2.0, -1.0, 1.9];
+    let mut s = Sampler::new(
+        SamplingParams {
+            temperature: 0.0,
+            ..params()
+        },
+        4,
+    )
+    .unwrap();
+    for _ in 0..20 {
+        assert_eq!(s.sample(&logits).unwrap(), 1);
+    }
+    let mut s = Sampler::new(
+        SamplingParams {
+            top_k: 1,
+            temperature: 5.0,
+            ..params()
+        },
+        4,
+    )
+    .unwrap();
+    for _ in 0..20 {
+        assert_eq!(s.sample(&logits).unwrap(), 1);
+    }
+}
+
+#[test]
+fn seeded_chains_repeat_and_seeds_differ() {
+    let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
+    let run = |seed| {
+        let mut s = Sampler::new(
+            SamplingParams {
+                seed: Some(seed),
+                ..plain()
+            },
+            50,
+        )
+        .unwrap();
+        (0..40)
+            .map(|_| s.sample(&logits).unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(3), run(3));
+    assert_ne!(run(3), run(4));
+}
+
+#[test]
+fn softmax_draws_follow_the_probabilities() {
+    // p = 1/4 and 3/4.
+    let f = frequencies(plain(), &[0.0, 3f32.ln()], 20000);
+    assert!((f[1] - 0.75).abs() < 0.015, "{f:?}");
+    // Temperature 2 flattens: p ∝ sqrt(1), sqrt(3).
+    let f = frequencies(
+        SamplingParams {
+            temperature: 2.0,
+            ..plain()
+        },
+        &[0.0, 3f32.ln()],
+        20000,
+    );
+    let want = 3f64.sqrt() / (1.0 + 3f64.sqrt());
+    assert!((f[1] - want).abs() < 0.015, "{f:?}");
+}
+
+#[test]
+fn truncations() {
+    // p = 0.5, 0.3, 0.15, 0.05
+    let logits = [0.5f32.ln(), 0.3f32.ln(), 0.15f32.ln(), 0.05f32.ln()];
+    let never = |f: &[f64], ids: &[usize]| ids.iter().all(|&i| f[i] == 0.0);
+    let f = frequencies(
+        SamplingParams {
+            top_p: 0.75,
+            ..plain()
+        },
+        &logits,
+        4000,
+    );
+    assert!(never(&f, &[2, 3]) && f[1] > 0.3, "top-p {f:?}");
+    let f = frequencies(
+        SamplingParams {
+            top_k: 2,
+            ..plain()
+        },
+        &logits,
+        4000,
+    );
+    assert!(never(&f, &[2, 3]), "top-k {f:?}");
+    let f = frequencies(
+        SamplingParams {
+            min_p: 0.4,
+            ..plain()
+        },
+        &logits,
+        4000,
+    );
+    assert!(never(&f, &[2, 3]) && f[1] > 0.3, "min-p {f:?}");
+    let f = frequencies(
+        SamplingParams {
+            min_p: 0.2,
+            ..plain()
+        },
+        &logits,
+        4000,
+    );
+    assert!(never(&f, &[3]) && f[2] > 0.05, "min-p {f:?}");
+    // Typical-p keeps the tokens whose surprise is closest to the entropy
+    // (H = 1.142 nats): token 1 (1.204), then token 0 (0.693) reaches 0.8 > 0.5.
+    let f = frequencies(
+        SamplingParams {
+            typical_p: 0.5,
+            ..plain()
+        },
+        &logits,
+        4000,
+    );
+    assert!(
+        never(&f, &[2, 3]) && f[0] > 0.5 && f[1] > 0.3,
+        "typical {f:?}"
+    );
+}
+
+#[test]
+fn penalties_and_bias() {
+    let logits = [2.0f32, 1.9, -1.0];
+    let greedy_params = SamplingParams {
+        temperature: 0.0,
+        ..params()
+    };
+    // Repeat penalty 2 halves token 0's positive logit: token 1 wins.
+    let mut s = Sampler::new(
+        SamplingParams {
+            penalty_repeat: 2.0,
+            ..greedy_params.clone()
+        },
+        3,
+    )
+    .unwrap();
+    assert_eq!(s.sample(&logits).unwrap(), 0);
+    s.accept(0);
+    assert_eq!(s.sample(&logits).unwrap(), 1);
+    // Frequency penalty 0.06 per occurrence: twice is enough.
+    let mut s = Sampler::new(
+        SamplingParams {
+            penalty_freq: 0.06,
+            ..greedy_params.clone()
+        },
+        3,
+    )
+    .unwrap();
+    s.accept(0);
+    assert_eq!(s.sample(&logits).unwrap(), 0);
+    s.accept(0);
+    assert_eq!(s.sample(&logits).unwrap(), 1);
+    // Only the last n tokens count.
+    let mut s = Sampler::new(
+        SamplingParams {
+            penalty_present: 1.0,
+            penalty_last_n: 2,
+            ..greedy_params.clone()
+        },
+        3,
+    )
+    .unwrap();
+    s.accept(0);
+    assert_eq!(s.sample(&logits).unwrap(), 1);
+    s.accept(2);
+    s.accept(2);
+    assert_eq!(s.sample(&logits).unwrap(), 0, "token 0 left the window");
+    // Logit bias.
+    let mut s = Sampler::new(
+        SamplingParams {
+            logit_bias: vec![(0, f32::NEG_INFINITY), (2, 3.5)],
+            ..greedy_params
+        },
+        3,
+    )
+    .unwrap();
+    assert_eq!(s.sample(&logits).unwrap(), 2);
+}
+
+#[test]
+fn mirostat() {
+    let logits: Vec<f32> = (0..200).map(|i| -(i as f32) * 0.05).collect();
+    for version in [1u8, 2] {
+        // A tiny target surprise keeps only the most likely tokens.
+        let f = frequencies(
+            SamplingParams {
+                mirostat: version,
+                mirostat_tau: 0.1,
+                ..plain()
+            },
+            &logits,
+            500,
+        );
+        assert!(f[0] > 0.5, "mirostat {version}: {f:?}");
+        // A large one lets the tail in.
+        let f = frequencies(
+            SamplingParams {
+                mirostat: version,
+                mirostat_tau: 10.0,
+                ..plain()
+            },
+            &logits,
+            500,
+        );
+        assert!(
+            f[30..].iter().sum::<f64>() > 0.1,
+            "mirostat {version}: {f:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_parameters_are_errors() {
+    assert!(Sampler::new(
+        SamplingParams {
+            mirostat: 3,
+            ..params()
+        },
+        10
+    )
+    .is_err());
+    assert!(Sampler::new(params(), 0).is_err());
+    let e = Sampler::new(
+        SamplingParams {
+            logit_bias: vec![(10, 1.0)],
+            ..params()
+        },
+        10,
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("token 10"), "{e}");
+    let mut s = Sampler::new(params(), 10).unwrap();
+    assert!(s.sample(&[0.0; 9]).is_err());
+}
+
+#[test]
+fn llama_rn_defaults() {
+    let p = SamplingParams::default();
+    assert_eq!(
+        (p.temperature, p.top_k, p.top_p, p.min_p),
+        (0.8, 40, 0.95, 0.05)
+    );
+    assert_eq!(
+        (p.penalty_last_n, p.penalty_repeat, p.typical_p, p.mirostat),
+        (64, 1.0, 1.0, 0)
+    );
+}

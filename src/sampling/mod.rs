@@ -1,0 +1,376 @@
+//! The sampler chain: logit bias, repetition/frequency/presence penalties,
+//! top-k, typical-p, top-p, min-p, temperature, then a seeded draw — or
+//! mirostat v1/v2 — with llama.cpp's algorithms and llama.rn's defaults and
+//! order, and llama.cpp's random numbers (MT19937, libstdc++'s discrete
+//! distribution).
+
+mod rng;
+
+use std::collections::{HashMap, VecDeque};
+
+pub use rng::Mt19937;
+
+use crate::error::{Error, Result};
+
+/// One candidate token.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    pub id: u32,
+    pub logit: f32,
+    pub p: f32,
+}
+
+/// The candidates a chain narrows down.
+#[derive(Clone, Debug)]
+pub struct Candidates {
+    pub data: Vec<Candidate>,
+    /// Sorted by logit, highest first.
+    pub sorted: bool,
+}
+
+impl Candidates {
+    pub fn from_logits(logits: &[f32]) -> Candidates {
+        Candidates {
+            data: logits
+                .iter()
+                .enumerate()
+                .map(|(i, &logit)| Candidate {
+                    id: i as u32,
+                    logit,
+                    p: 0.0,
+                })
+                .collect(),
+            sorted: false,
+        }
+    }
+
+    /// Highest logit first; equal logits keep the lower id first.
+    fn sort(&mut self) {
+        if !self.sorted {
+            self.data.sort_by(|a, b| b.logit.total_cmp(&a.logit));
+            self.sorted = true;
+        }
+    }
+
+    /// Sorts, then sets p to the softmax of the logits.
+    pub fn softmax(&mut self) {
+        self.sort();
+        let Some(max) = self.data.first().map(|c| c.logit) else {
+            return;
+        };
+        let mut sum = 0.0f32;
+        for c in &mut self.data {
+            c.p = (c.logit - max).exp();
+            sum += c.p;
+        }
+        for c in &mut self.data {
+            c.p /= sum;
+        }
+    }
+
+    fn top_k(&mut self, k: i32) {
+        let n = self.data.len();
+        let k = if k <= 0 { n } else { (k as usize).min(n) };
+        self.sort();
+        self.data.truncate(k);
+    }
+
+    fn temperature(&mut self, t: f32) {
+        if t <= 0.0 {
+            // Keep only the (first) highest logit.
+            let mut best = 0;
+            for i in 1..self.data.len() {
+                if self.data[i].logit > self.data[best].logit {
+                    self.data[best].logit = f32::NEG_INFINITY;
+                    best = i;
+                } else {
+                    self.data[i].logit = f32::NEG_INFINITY;
+                }
+            }
+            return;
+        }
+        for c in &mut self.data {
+            c.logit /= t;
+        }
+    }
+
+    fn top_p(&mut self, p: f32, min_keep: usize) {
+        if p >= 1.0 {
+            return;
+        }
+        self.softmax();
+        let mut cum = 0.0f32;
+        let mut last = self.data.len();
+        for (i, c) in self.data.iter().enumerate() {
+            cum += c.p;
+            if cum >= p && i + 1 >= min_keep {
+                last = i + 1;
+                break;
+            }
+        }
+        self.data.truncate(last);
+    }
+
+    fn min_p(&mut self, p: f32, min_keep: usize) {
+        if p <= 0.0 || self.data.is_empty() {
+            return;
+        }
+        if !self.sorted {
+            let max = self.data.iter().fold(f32::MIN, |m, c| m.max(c.logit));
+            let min_logit = max + p.ln();
+            let kept: Vec<Candidate> = self
+                .data
+                .iter()
+                .copied()
+                .filter(|c| c.logit >= min_logit)
+                .collect();
+            if kept.len() >= min_keep {
+                self.data = kept;
+                return;
+            }
+        }
+        self.sort();
+        let min_logit = self.data[0].logit + p.ln();
+        let mut i = 1;
+        while i < self.data.len() {
+            if self.data[i].logit < min_logit && i >= min_keep {
+                break;
+            }
+            i += 1;
+        }
+        self.data.truncate(i);
+    }
+
+    fn typical(&mut self, p: f32, min_keep: usize) {
+        if p >= 1.0 {
+            return;
+        }
+        self.softmax();
+        let entropy: f32 = self.data.iter().map(|c| -c.p * c.p.ln()).sum();
+        let shifted: Vec<f32> = self
+            .data
+            .iter()
+            .map(|c| (-c.p.ln() - entropy).abs())
+            .collect();
+        let mut order: Vec<usize> = (0..self.data.len()).collect();
+        order.sort_by(|&a, &b| shifted[a].total_cmp(&shifted[b]));
+        let mut cum = 0.0f32;
+        let mut last = order.len();
+        for (i, &idx) in order.iter().enumerate() {
+            cum += self.data[idx].p;
+            if cum > p && i + 1 >= min_keep {
+                last = i + 1;
+                break;
+            }
+        }
+        self.data = order[..last].iter().map(|&i| self.data[i]).collect();
+        self.sorted = false;
+    }
+}
+
+/// Sampling parameters, with llama.rn's `completion()` defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingParams {
+    /// <= 0: greedy.
+    pub temperature: f32,
+    pub top_k: i32,
+    pub top_p: f32,
+    pub min_p: f32,
+    pub typical_p: f32,
+    pub penalty_last_n: i32,
+    pub penalty_repeat: f32,
+    pub penalty_freq: f32,
+    pub penalty_present: f32,
+    /// 0 off, 1 or 2.
+    pub mirostat: u8,
+    pub mirostat_tau: f32,
+    pub mirostat_eta: f32,
+    /// None: a fresh random seed.
+    pub seed: Option<u32>,
+    pub min_keep: usize,
+    pub logit_bias: Vec<(u32, f32)>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            typical_p: 1.0,
+            penalty_last_n: 64,
+            penalty_repeat: 1.0,
+            penalty_freq: 0.0,
+            penalty_present: 0.0,
+            mirostat: 0,
+            mirostat_tau: 5.0,
+            mirostat_eta: 0.1,
+            seed: None,
+            min_keep: 0,
+            logit_bias: Vec::new(),
+        }
+    }
+}
+
+/// A sampler chain with its state (recent tokens, RNG, mirostat's mu).
+pub struct Sampler {
+    params: SamplingParams,
+    n_vocab: usize,
+    rng: Mt19937,
+    recent: VecDeque<u32>,
+    counts: HashMap<u32, i32>,
+    mu: f32,
+}
+
+impl Sampler {
+    pub fn new(params: SamplingParams, n_vocab: usize) -> Result<Sampler> {
+        if params.mirostat > 2 {
+            return Err(Error::InvalidArgument(format!(
+                "mirostat must be 0, 1 or 2, got {}",
+                params.mirostat
+            )));
+        }
+        if n_vocab == 0 {
+            return Err(Error::InvalidArgument(
+                "cannot sample from an empty vocabulary".into(),
+            ));
+        }
+        if let Some(&(id, _)) = params
+            .logit_bias
+            .iter()
+            .find(|(id, _)| *id as usize >= n_vocab)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "logit bias for token {id}, outside the vocabulary of {n_vocab}"
+            )));
+        }
+        let seed = params.seed.unwrap_or_else(rng::random_seed);
+        Ok(Sampler {
+            mu: 2.0 * params.mirostat_tau,
+            rng: Mt19937::new(seed),
+            params,
+            n_vocab,
+            recent: VecDeque::new(),
+            counts: HashMap::new(),
+        })
+    }
+
+    /// Records a generated (or prompt) token for the penalties.
+    pub fn accept(&mut self, token: u32) {
+        let n = self.params.penalty_last_n.max(0) as usize;
+        if n == 0 {
+            return;
+        }
+        if self.recent.len() == n {
+            if let Some(old) = self.recent.pop_front() {
+                if let Some(c) = self.counts.get_mut(&old) {
+                    *c -= 1;
+                    if *c == 0 {
+                        self.counts.remove(&old);
+                    }
+                }
+            }
+        }
+        self.recent.push_back(token);
+        *self.counts.entry(token).or_insert(0) += 1;
+    }
+
+    fn penalize(&self, cands: &mut Candidates) {
+        let p = &self.params;
+        if p.penalty_last_n == 0
+            || (p.penalty_repeat == 1.0 && p.penalty_freq == 0.0 && p.penalty_present == 0.0)
+        {
+            return;
+        }
+        for c in &mut cands.data {
+            let Some(&count) = self.counts.get(&c.id) else {
+                continue;
+            };
+            if c.logit <= 0.0 {
+                c.logit *= p.penalty_repeat;
+            } else {
+                c.logit /= p.penalty_repeat;
+            }
+            c.logit -=
+                count as f32 * p.penalty_freq + (count > 0) as i32 as f32 * p.penalty_present;
+        }
+        cands.sorted = false;
+    }
+
+    /// Chooses the next token from a row of logits.
+    pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
+        if logits.len() != self.n_vocab {
+            return Err(Error::InvalidArgument(format!(
+                "{} logits for a vocabulary of {}",
+                logits.len(),
+                self.n_vocab
+            )));
+        }
+        let mut c = Candidates::from_logits(logits);
+        for &(id, bias) in &self.params.logit_bias {
+            c.data[id as usize].logit += bias;
+        }
+        let p = self.params.clone();
+        match p.mirostat {
+            0 => {
+                self.penalize(&mut c);
+                c.top_k(p.top_k);
+                c.typical(p.typical_p, p.min_keep);
+                c.top_p(p.top_p, p.min_keep);
+                c.min_p(p.min_p, p.min_keep);
+                c.temperature(p.temperature);
+                c.softmax();
+                let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+                Ok(c.data[i].id)
+            }
+            1 => {
+                c.temperature(p.temperature);
+                c.softmax();
+                let m = 100usize;
+                let (mut sum_ti_bi, mut sum_ti_sq) = (0.0f32, 0.0f32);
+                for i in 0..(m - 1).min(c.data.len().saturating_sub(1)) {
+                    let t_i = ((i + 2) as f32 / (i + 1) as f32).ln();
+                    let b_i = (c.data[i].p / c.data[i + 1].p).ln();
+                    sum_ti_bi += t_i * b_i;
+                    sum_ti_sq += t_i * t_i;
+                }
+                let s_hat = sum_ti_bi / sum_ti_sq;
+                let eps = s_hat - 1.0;
+                let k = ((eps * 2f32.powf(self.mu)) / (1.0 - (self.n_vocab as f32).powf(-eps)))
+                    .powf(1.0 / s_hat);
+                c.top_k((k as i32).max(1));
+                c.softmax();
+                let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+                self.mu -= p.mirostat_eta * (-c.data[i].p.log2() - p.mirostat_tau);
+                Ok(c.data[i].id)
+            }
+            _ => {
+                c.temperature(p.temperature);
+                c.softmax();
+                let keep = c
+                    .data
+                    .iter()
+                    .position(|x| -x.p.log2() > self.mu)
+                    .unwrap_or(c.data.len());
+                c.data.truncate(keep.max(1));
+                c.softmax();
+                let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+                self.mu -= p.mirostat_eta * (-c.data[i].p.log2() - p.mirostat_tau);
+                Ok(c.data[i].id)
+            }
+        }
+    }
+}
+
+/// The greedy choice: the highest logit, the lowest id on ties (as llama.cpp's
+/// greedy sampler).
+pub fn greedy(logits: &[f32]) -> Option<u32> {
+    let mut best: Option<(usize, f32)> = None;
+    for (i, &l) in logits.iter().enumerate() {
+        if best.is_none_or(|(_, b)| l > b) {
+            best = Some((i, l));
+        }
+    }
+    best.map(|(i, _)| i as u32)
+}
