@@ -324,6 +324,16 @@ fn bad_parameters_are_errors() {
     assert!(e.to_string().contains("token 10"), "{e}");
     let mut s = Sampler::new(params(), 10).unwrap();
     assert!(s.sample(&[0.0; 9]).is_err());
+    // No seed: a fresh one, and sampling works.
+    let mut s = Sampler::new(
+        SamplingParams {
+            seed: None,
+            ..params()
+        },
+        3,
+    )
+    .unwrap();
+    assert!(s.sample(&[0.0, 1.0, 2.0]).unwrap() < 3);
 }
 
 #[test]

@@ -189,6 +189,68 @@ fn minilm_golden_ids() {
     }
 }
 
+/// Byte-level BPE round-trips any text, and the stream hands out whole
+/// characters only, even when a character spans tokens.
+#[test]
+fn detokenize_and_stream() {
+    use lamina::tokenizer::TextStream;
+    let vocab = vocab_of(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"));
+    let golden: serde_json::Value =
+        serde_json::from_slice(&read_file(&golden_path("smollm2/tokenize.json"))).unwrap();
+    let mut split_chars = 0;
+    for case in golden["cases"]
+        .as_array()
+        .or_else(|| golden.as_array())
+        .unwrap()
+    {
+        let text = case["text"].as_str().unwrap();
+        let ids = vocab.tokenize(text, false, true).unwrap();
+        assert_eq!(vocab.detokenize(&ids, true), text.as_bytes(), "{text:?}");
+        let mut stream = TextStream::new();
+        let mut streamed = String::new();
+        for &id in &ids {
+            let piece = stream.push(&vocab.token_bytes(id, true));
+            split_chars += stream.has_pending() as usize;
+            streamed.push_str(&piece);
+        }
+        streamed.push_str(&stream.finish());
+        assert_eq!(streamed, text, "{text:?}");
+    }
+    assert!(
+        split_chars > 0,
+        "the golden cases include characters split across tokens"
+    );
+    // Control tokens are dropped without `special`.
+    let ids = vocab.tokenize("<|im_start|>user", false, true).unwrap();
+    assert_eq!(vocab.detokenize(&ids, false), b"user");
+    // Invalid bytes become U+FFFD; an unfinished character waits.
+    let mut s = TextStream::new();
+    assert_eq!(s.push(&[0xF0, 0x9F]), "");
+    assert_eq!(s.push(&[0x98, 0x80, b'!']), "\u{1F600}!");
+    assert_eq!(s.push(&[0xFF, b'a']), "\u{FFFD}a");
+    assert_eq!(s.push(&[0xE4]), "");
+    assert_eq!(s.finish(), "\u{FFFD}");
+}
+
+/// SentencePiece round trip on plain text (the space prefix is removed again).
+#[test]
+fn spm_detokenize() {
+    let vocab = vocab_of(&golden_path("vocab/ggml-vocab-llama-spm.gguf"));
+    for text in [
+        "Hello world",
+        "  two leading",
+        "tabs\tand\nnewlines",
+        "ünïcödé 中文 🦙",
+    ] {
+        let ids = vocab.tokenize(text, false, false).unwrap();
+        assert_eq!(
+            String::from_utf8(vocab.detokenize(&ids, false)).unwrap(),
+            text,
+            "{text:?}"
+        );
+    }
+}
+
 #[test]
 fn unsupported_models_and_pre_tokenizers_are_named() {
     let vocab = vocab_of(&golden_path("vocab/ggml-vocab-gpt-2.gguf"));

@@ -5,11 +5,13 @@
 mod bpe;
 mod pretokenize;
 mod spm;
+mod stream;
 mod wpm;
 
 use std::collections::HashMap;
 
 pub use pretokenize::PreTokenizer;
+pub use stream::TextStream;
 
 use crate::error::{Error, Result};
 use crate::gguf::{Array, Metadata, Value};
@@ -276,6 +278,22 @@ impl Vocab {
                 None => text.replace('\u{2581}', " ").into_bytes(),
             },
         }
+    }
+}
+
+impl Vocab {
+    /// The bytes of a token sequence: pieces joined; with `special` false,
+    /// control tokens are left out. SentencePiece's added leading space is
+    /// removed, as llama.cpp's detokenizer does.
+    pub fn detokenize(&self, ids: &[u32], special: bool) -> Vec<u8> {
+        let mut out: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| self.token_bytes(id, special))
+            .collect();
+        if self.bpe.is_none() && self.add_space_prefix && out.first() == Some(&b' ') {
+            out.remove(0);
+        }
+        out
     }
 }
 
