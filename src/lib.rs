@@ -6,6 +6,7 @@ pub mod error;
 pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_bench;
+pub mod model;
 pub mod requantize;
 pub mod sampling;
 pub mod tensor;
