@@ -206,3 +206,38 @@ fn tokenize_command() {
     let out = lamina(&["tokenize", "-m", &vocab]);
     assert_ne!(out.status.code(), Some(0));
 }
+
+/// Greedy generation through the CLI reproduces llama.cpp's first tokens (up to
+/// the golden file's first near-tie, step 5 of this prompt).
+#[test]
+fn run_greedy_json() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = stdout(&lamina(&[
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "The capital of France is",
+        "-n",
+        "5",
+        "--temp",
+        "0",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["prompt_ids"],
+        serde_json::json!([504, 3575, 282, 4649, 314])
+    );
+    assert_eq!(
+        v["generated_ids"],
+        serde_json::json!([7042, 30, 198, 198, 504])
+    );
+    assert_eq!(v["text"], " Paris.\n\nThe");
+    assert_eq!(v["stop_reason"], "limit");
+    assert_eq!(v["timings"]["predicted_n"], 5);
+    // A context too small for the request is an error, not a crash.
+    let out = lamina(&["run", "-m", &model, "-p", "Hello", "-n", "100", "-c", "16"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exceed the context"));
+}

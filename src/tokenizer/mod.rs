@@ -144,6 +144,24 @@ impl Vocab {
         })
     }
 
+    /// Whether generation ends at this token: EOS, or a control token whose
+    /// text llama.cpp treats as an end of turn or text.
+    pub fn is_eog(&self, id: u32) -> bool {
+        const EOG_TEXTS: &[&str] = &[
+            "<|eot_id|>",
+            "<|im_end|>",
+            "<|end|>",
+            "<end_of_turn>",
+            "<|endoftext|>",
+            "<EOS_TOKEN>",
+            "<|end_of_text|>",
+            "<end_of_utterance>",
+        ];
+        Some(id) == self.eos
+            || (self.types.get(id as usize) == Some(&TokenType::Control)
+                && EOG_TEXTS.contains(&self.tokens[id as usize].as_str()))
+    }
+
     pub fn model(&self) -> &str {
         &self.model
     }
