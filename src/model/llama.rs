@@ -10,6 +10,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use super::matmul::{matvec, Weight};
 use crate::backend::cpu::Kernels;
@@ -257,6 +258,7 @@ impl LlamaModel {
         let mut gate = vec![0.0f32; h.n_ff];
         let mut up = vec![0.0f32; h.n_ff];
         let scale = 1.0 / (hd as f32).sqrt();
+        let mut vrow = vec![0.0f32; hd];
         for (l, layer) in self.layers.iter().enumerate() {
             rms_norm(&x, &self.vector(&layer.attn_norm)?, h.rms_eps, &mut xn);
             matvec(k, &self.weight(&layer.wq), &xn, &mut q)?;
@@ -271,7 +273,7 @@ impl LlamaModel {
             }
             let n = pos + 1;
             let mut scores = vec![0.0f32; n];
-            let mut probs = vec![f16::ZERO; n];
+            let mut probs = vec![0.0f32; n];
             for head in 0..h.n_head {
                 let kvh = head / group;
                 let qh: Vec<f16> = q[head * hd..(head + 1) * hd]
@@ -289,15 +291,19 @@ impl LlamaModel {
                     sum += *s as f64;
                 }
                 let inv = (1.0 / sum) as f32;
+                // Attention weights rounded through f16, as ggml multiplies
+                // them with the f16 V cache.
                 for (p, &s) in probs.iter_mut().zip(&scores) {
-                    *p = f16::from_f32(s * inv);
+                    *p = f16::from_f32(s * inv).to_f32();
                 }
-                for j in 0..hd {
-                    let mut acc = 0.0f32;
-                    for (t, &p) in probs.iter().enumerate() {
-                        acc += p.to_f32() * vc[t * kv_w + kvh * hd + j].to_f32();
+                let out = &mut att[head * hd..(head + 1) * hd];
+                out.fill(0.0);
+                for (t, &p) in probs.iter().enumerate() {
+                    let start = t * kv_w + kvh * hd;
+                    vc[start..start + hd].convert_to_f32_slice(&mut vrow);
+                    for (o, &v) in out.iter_mut().zip(&vrow) {
+                        *o += p * v;
                     }
-                    att[head * hd + j] = acc;
                 }
             }
             matvec(k, &self.weight(&layer.wo), &att, &mut proj)?;
