@@ -15,9 +15,23 @@ use lamina::gguf::GgufFile;
 use lamina::model::llama::{KvCache, LlamaModel};
 use lamina::sampling::greedy;
 
-fn model() -> LlamaModel {
-    let file =
-        GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap();
+fn q4_1_file() -> GgufFile {
+    GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap()
+}
+
+/// The Q4_1 model, or its requantization to `target` (byte-identical to
+/// llama-quantize's, see native-tests/requantize.rs).
+fn model_as(target: &str) -> LlamaModel {
+    let file = q4_1_file();
+    let file = if target == "Q4_1" {
+        file
+    } else {
+        let t = lamina::requantize::Target::from_name(target).unwrap();
+        let bytes = lamina::requantize::requantize(&file, t, |_, _| {})
+            .unwrap()
+            .to_bytes();
+        GgufFile::from_bytes(bytes).unwrap()
+    };
     LlamaModel::load(Arc::new(file)).unwrap()
 }
 
@@ -36,8 +50,32 @@ fn ids(v: &serde_json::Value) -> Vec<u32> {
         .collect()
 }
 
-/// Logit comparison by the golden README's rule for quantized models.
-fn compare_logits(name: &str, what: &str, got: &[f32], reference: &[f32]) -> (f64, f64) {
+/// The golden README's tolerances: quantized models, and F16.
+struct Tolerance {
+    max_abs: f64,
+    rms: f64,
+    /// Top-1 must agree where the reference top1-top2 gap is at least this.
+    gap: f64,
+}
+
+const QUANTIZED: Tolerance = Tolerance {
+    max_abs: 1.5,
+    rms: 0.5,
+    gap: 0.5,
+};
+const F16: Tolerance = Tolerance {
+    max_abs: 0.1,
+    rms: 0.05,
+    gap: 0.1,
+};
+
+fn compare_logits(
+    name: &str,
+    what: &str,
+    got: &[f32],
+    reference: &[f32],
+    tol: &Tolerance,
+) -> (f64, f64) {
     let diffs: Vec<f64> = got
         .iter()
         .zip(reference)
@@ -46,7 +84,7 @@ fn compare_logits(name: &str, what: &str, got: &[f32], reference: &[f32]) -> (f6
     let max_abs = diffs.iter().fold(0.0f64, |m, d| m.max(d.abs()));
     let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
     assert!(
-        max_abs <= 1.5 && rms <= 0.5,
+        max_abs <= tol.max_abs && rms <= tol.rms,
         "{name} {what}: logits max abs {max_abs}, rms {rms}"
     );
     (max_abs, rms)
@@ -54,9 +92,13 @@ fn compare_logits(name: &str, what: &str, got: &[f32], reference: &[f32]) -> (f6
 
 /// Teacher-forced: feeds the prompt, then llama.cpp's generated ids one by one;
 /// at every step the top-1 must equal llama.cpp's wherever its top1-top2 gap
-/// is at least 0.5, and its top-5 logits must be within 1.5.
+/// is at least the tolerance's gap, and its top-5 logits must be within the
+/// tolerance's max abs.
 fn check_prompt(name: &str, steps: usize) {
-    let model = model();
+    check_prompt_with(&model_as("Q4_1"), name, steps, &QUANTIZED)
+}
+
+fn check_prompt_with(model: &LlamaModel, name: &str, steps: usize, tol: &Tolerance) {
     let device = CpuDevice::new(None).unwrap();
     let k = device.kernels();
     let g = golden(name);
@@ -77,7 +119,7 @@ fn check_prompt(name: &str, steps: usize) {
     .chunks_exact(4)
     .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     .collect();
-    let (max_abs, rms) = compare_logits(name, "last prompt position", &logits, &reference);
+    let (max_abs, rms) = compare_logits(name, "last prompt position", &logits, &reference, tol);
     for s in 0..steps.min(generated.len()) {
         let want = top5[s].as_array().unwrap();
         let (top_id, top_logit) = (
@@ -85,7 +127,7 @@ fn check_prompt(name: &str, steps: usize) {
             want[0][1].as_f64().unwrap(),
         );
         let gap = top_logit - want[1][1].as_f64().unwrap();
-        if gap >= 0.5 {
+        if gap >= tol.gap {
             assert_eq!(
                 greedy(&logits),
                 Some(top_id),
@@ -98,7 +140,7 @@ fn check_prompt(name: &str, steps: usize) {
                 pair[1].as_f64().unwrap(),
             );
             assert!(
-                (logits[id] as f64 - l).abs() <= 1.5,
+                (logits[id] as f64 - l).abs() <= tol.max_abs,
                 "{name}: step {s} token {id}: {} vs {l}",
                 logits[id]
             );
@@ -142,4 +184,33 @@ fn code_fibonacci_q4_1() {
 #[test]
 fn chat_study_tips_q4_1() {
     check_prompt("q4_1_chat_study_tips", STEPS);
+}
+
+/// lamina's own requantized files (byte-identical to llama-quantize's) against
+/// llama.cpp's runs of its Q8_0 and F16 files. Natively only: requantizing and
+/// running a 270 MB F16 model is not for an emulator.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn q8_0_and_f16_requantized() {
+    let q8 = model_as("Q8_0");
+    for prompt in [
+        "france",
+        "chat",
+        "prose",
+        "code_fibonacci",
+        "chat_study_tips",
+    ] {
+        check_prompt_with(&q8, &format!("q8_0_{prompt}"), 48, &QUANTIZED);
+    }
+    drop(q8);
+    let f16 = model_as("F16");
+    for prompt in [
+        "france",
+        "chat",
+        "prose",
+        "code_fibonacci",
+        "chat_study_tips",
+    ] {
+        check_prompt_with(&f16, &format!("f16_{prompt}"), 48, &F16);
+    }
 }
