@@ -43,12 +43,12 @@ struct Tensor {
 }
 
 struct Layer {
-    attn_norm: Tensor,
+    attn_norm: Vec<f32>,
     wq: Tensor,
     wk: Tensor,
     wv: Tensor,
     wo: Tensor,
-    ffn_norm: Tensor,
+    ffn_norm: Vec<f32>,
     gate: Tensor,
     up: Tensor,
     down: Tensor,
@@ -59,7 +59,7 @@ pub struct LlamaModel {
     file: Arc<GgufFile>,
     pub hparams: HParams,
     token_embd: Tensor,
-    output_norm: Tensor,
+    output_norm: Vec<f32>,
     output: Tensor,
     layers: Vec<Layer>,
 }
@@ -78,6 +78,13 @@ fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
         cols,
         range: start..start + info.n_bytes as usize,
     })
+}
+
+/// A small tensor (a norm's weights) as f32, read once at load.
+fn vector(file: &GgufFile, t: &Tensor) -> Result<Vec<f32>> {
+    let mut v = vec![0.0; t.cols * t.rows];
+    crate::tensor::convert::dequantize(t.dtype, &file.bytes()[t.range.clone()], &mut v)?;
+    Ok(v)
 }
 
 impl LlamaModel {
@@ -117,12 +124,12 @@ impl LlamaModel {
             .map(|i| {
                 let t = |n: &str| tensor(&file, &format!("blk.{i}.{n}.weight"));
                 Ok(Layer {
-                    attn_norm: t("attn_norm")?,
+                    attn_norm: vector(&file, &t("attn_norm")?)?,
                     wq: t("attn_q")?,
                     wk: t("attn_k")?,
                     wv: t("attn_v")?,
                     wo: t("attn_output")?,
-                    ffn_norm: t("ffn_norm")?,
+                    ffn_norm: vector(&file, &t("ffn_norm")?)?,
                     gate: t("ffn_gate")?,
                     up: t("ffn_up")?,
                     down: t("ffn_down")?,
@@ -135,7 +142,7 @@ impl LlamaModel {
             Err(e) => return Err(e),
         };
         Ok(LlamaModel {
-            output_norm: tensor(&file, "output_norm.weight")?,
+            output_norm: vector(&file, &tensor(&file, "output_norm.weight")?)?,
             token_embd,
             output,
             layers,
@@ -151,12 +158,6 @@ impl LlamaModel {
             cols: t.cols,
             data: &self.file.bytes()[t.range.clone()],
         }
-    }
-
-    fn vector(&self, t: &Tensor) -> Result<Vec<f32>> {
-        let mut v = vec![0.0; t.cols * t.rows];
-        crate::tensor::convert::dequantize(t.dtype, &self.file.bytes()[t.range.clone()], &mut v)?;
-        Ok(v)
     }
 }
 
@@ -260,7 +261,7 @@ impl LlamaModel {
         let scale = 1.0 / (hd as f32).sqrt();
         let mut vrow = vec![0.0f32; hd];
         for (l, layer) in self.layers.iter().enumerate() {
-            rms_norm(&x, &self.vector(&layer.attn_norm)?, h.rms_eps, &mut xn);
+            rms_norm(&x, &layer.attn_norm, h.rms_eps, &mut xn);
             matvec(k, &self.weight(&layer.wq), &xn, &mut q)?;
             matvec(k, &self.weight(&layer.wk), &xn, &mut kk)?;
             matvec(k, &self.weight(&layer.wv), &xn, &mut vv)?;
@@ -310,7 +311,7 @@ impl LlamaModel {
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
-            rms_norm(&x, &self.vector(&layer.ffn_norm)?, h.rms_eps, &mut xn);
+            rms_norm(&x, &layer.ffn_norm, h.rms_eps, &mut xn);
             matvec(k, &self.weight(&layer.gate), &xn, &mut gate)?;
             matvec(k, &self.weight(&layer.up), &xn, &mut up)?;
             for (g, u) in gate.iter_mut().zip(&up) {
@@ -325,7 +326,7 @@ impl LlamaModel {
         if !want_logits {
             return Ok(None);
         }
-        rms_norm(&x, &self.vector(&self.output_norm)?, h.rms_eps, &mut xn);
+        rms_norm(&x, &self.output_norm, h.rms_eps, &mut xn);
         let mut logits = vec![0.0f32; h.n_vocab];
         matvec(k, &self.weight(&self.output), &xn, &mut logits)?;
         Ok(Some(logits))
