@@ -260,6 +260,7 @@ impl LlamaModel {
         let mut up = vec![0.0f32; h.n_ff];
         let scale = 1.0 / (hd as f32).sqrt();
         let mut vrow = vec![0.0f32; hd];
+        let mut qh = vec![f16::ZERO; hd];
         for (l, layer) in self.layers.iter().enumerate() {
             rms_norm(&x, &layer.attn_norm, h.rms_eps, &mut xn);
             matvec(k, &self.weight(&layer.wq), &xn, &mut q)?;
@@ -277,10 +278,9 @@ impl LlamaModel {
             let mut probs = vec![0.0f32; n];
             for head in 0..h.n_head {
                 let kvh = head / group;
-                let qh: Vec<f16> = q[head * hd..(head + 1) * hd]
-                    .iter()
-                    .map(|&v| f16::from_f32(v))
-                    .collect();
+                for (dst, &v) in qh.iter_mut().zip(&q[head * hd..(head + 1) * hd]) {
+                    *dst = f16::from_f32(v);
+                }
                 for (t, s) in scores.iter_mut().enumerate() {
                     let krow = &kc[t * kv_w + kvh * hd..t * kv_w + (kvh + 1) * hd];
                     *s = (k.vec_dot_f16)(krow, &qh) * scale;

@@ -70,23 +70,22 @@ pub fn matvec(k: &Kernels, w: &Weight, x: &[f32], out: &mut [f32]) -> Result<()>
         DType::Q6_K => dot_rows(w, &blocks(x, k.quantize_q8_k), out, k.vec_dot_q6_k_q8_k),
         DType::F16 => {
             let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            // One row buffer for all rows (the file's bytes need not be 2-aligned).
+            let mut wh = vec![f16::ZERO; w.cols];
             for (r, o) in out.iter_mut().enumerate() {
-                let row = w.row(r);
-                let wh: Vec<f16> = row
-                    .chunks_exact(2)
-                    .map(|b| f16::from_le_bytes([b[0], b[1]]))
-                    .collect();
+                for (h, b) in wh.iter_mut().zip(w.row(r).chunks_exact(2)) {
+                    *h = f16::from_le_bytes([b[0], b[1]]);
+                }
                 *o = (k.vec_dot_f16)(&wh, &xh);
             }
             Ok(())
         }
         DType::F32 => {
+            let mut row = vec![0.0f32; w.cols];
             for (r, o) in out.iter_mut().enumerate() {
-                let row: Vec<f32> = w
-                    .row(r)
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect();
+                for (v, b) in row.iter_mut().zip(w.row(r).chunks_exact(4)) {
+                    *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
                 *o = (k.vec_dot_f32)(&row, x);
             }
             Ok(())
