@@ -10,9 +10,10 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::sync::Arc;
 
 use common::{golden_path, model_path, read_file};
-use lamina::backend::cpu::CpuDevice;
+use lamina::backend::cpu::{CpuDevice, CpuVariant};
+use lamina::context::{Batch, Context, ContextParams};
 use lamina::gguf::GgufFile;
-use lamina::model::llama::{KvCache, LlamaModel};
+use lamina::model::Model;
 use lamina::sampling::greedy;
 
 fn q4_1_file() -> GgufFile {
@@ -20,8 +21,13 @@ fn q4_1_file() -> GgufFile {
 }
 
 /// The Q4_1 model, or its requantization to `target` (byte-identical to
-/// llama-quantize's, see native-tests/requantize.rs).
-fn model_as(target: &str) -> LlamaModel {
+/// llama-quantize's, see native-tests/requantize.rs), for the best variant.
+fn model_as(target: &str) -> Arc<Model> {
+    let device = CpuDevice::new(None).unwrap();
+    Arc::new(Model::load(Arc::new(file_as(target)), *device.kernels(), None).unwrap())
+}
+
+fn file_as(target: &str) -> GgufFile {
     let file = q4_1_file();
     let file = if target == "Q4_1" {
         file
@@ -32,7 +38,18 @@ fn model_as(target: &str) -> LlamaModel {
             .to_bytes();
         GgufFile::from_bytes(bytes).unwrap()
     };
-    LlamaModel::load(Arc::new(file)).unwrap()
+    file
+}
+
+fn context(model: &Arc<Model>, n_threads: usize) -> Context {
+    Context::new(
+        model.clone(),
+        ContextParams {
+            n_threads,
+            ..ContextParams::default()
+        },
+    )
+    .unwrap()
 }
 
 fn golden(name: &str) -> serde_json::Value {
@@ -95,24 +112,18 @@ fn compare_logits(
 /// is at least the tolerance's gap, and its top-5 logits must be within the
 /// tolerance's max abs.
 fn check_prompt(name: &str, steps: usize) {
-    check_prompt_with(&model_as("Q4_1"), name, steps, &QUANTIZED)
+    check_prompt_with(&model_as("Q4_1"), name, steps, &QUANTIZED, 1)
 }
 
-fn check_prompt_with(model: &LlamaModel, name: &str, steps: usize, tol: &Tolerance) {
-    let device = CpuDevice::new(None).unwrap();
-    let k = device.kernels();
+/// As llama.cpp's probe: the whole prompt in one decode, then one token at a time.
+fn check_prompt_with(model: &Arc<Model>, name: &str, steps: usize, tol: &Tolerance, threads: usize) {
+    let mut ctx = context(model, threads);
     let g = golden(name);
     let prompt = ids(&g["prompt_ids"]);
     let generated = ids(&g["generated_ids"]);
     let top5 = g["step_top5"].as_array().unwrap();
-    let mut cache = KvCache::new(&model.hparams, 512);
-    let mut logits = None;
-    for (i, &t) in prompt.iter().enumerate() {
-        logits = model
-            .forward(k, t, &mut cache, i + 1 == prompt.len())
-            .unwrap();
-    }
-    let mut logits = logits.unwrap();
+    ctx.decode(&Batch::for_sequence(&prompt, 0, 0).unwrap()).unwrap();
+    let mut logits = ctx.logits(-1).unwrap().to_vec();
     let reference: Vec<f32> = read_file(&golden_path(&format!(
         "smollm2/generate/{name}.last_prompt_logits.f32"
     )))
@@ -146,14 +157,16 @@ fn check_prompt_with(model: &LlamaModel, name: &str, steps: usize, tol: &Toleran
             );
         }
         if s + 1 < steps.min(generated.len()) {
-            logits = model
-                .forward(k, generated[s], &mut cache, true)
-                .unwrap()
+            let pos = (prompt.len() + s) as i32;
+            ctx.decode(&Batch::for_sequence(&[generated[s]], pos, 0).unwrap())
                 .unwrap();
+            logits = ctx.logits(-1).unwrap().to_vec();
         }
     }
     eprintln!(
-        "{name}: last-prompt logits max abs {max_abs:.3}, rms {rms:.3}; {steps} steps checked"
+        "{name} ({} threads, {}): last-prompt logits max abs {max_abs:.3}, rms {rms:.3}; {steps} steps checked",
+        ctx.n_threads(),
+        model.llama.kernels().variant
     );
 }
 
@@ -200,7 +213,7 @@ fn q8_0_and_f16_requantized() {
         "code_fibonacci",
         "chat_study_tips",
     ] {
-        check_prompt_with(&q8, &format!("q8_0_{prompt}"), 48, &QUANTIZED);
+        check_prompt_with(&q8, &format!("q8_0_{prompt}"), 48, &QUANTIZED, 2);
     }
     drop(q8);
     let f16 = model_as("F16");
@@ -211,6 +224,68 @@ fn q8_0_and_f16_requantized() {
         "code_fibonacci",
         "chat_study_tips",
     ] {
-        check_prompt_with(&f16, &format!("f16_{prompt}"), 48, &F16);
+        check_prompt_with(&f16, &format!("f16_{prompt}"), 48, &F16, 2);
     }
+}
+
+/// Every variant this machine supports, at 1 and 2 threads: the teacher-forced
+/// gates on two prompts (natively all 48 steps; fewer under emulation).
+#[test]
+fn every_variant_at_one_and_two_threads() {
+    let file = Arc::new(file_as("Q4_1"));
+    let device = CpuDevice::new(None).unwrap();
+    let steps = if cfg!(target_arch = "x86_64") { 48 } else { 3 };
+    let threads: &[usize] = if cfg!(target_arch = "wasm32") { &[1] } else { &[1, 2] };
+    for variant in CpuVariant::ALL {
+        if !variant.supported(device.features()) {
+            continue;
+        }
+        let k = device.kernels_for(variant).unwrap();
+        let model = Arc::new(Model::load(file.clone(), k, None).unwrap());
+        for &t in threads {
+            check_prompt_with(&model, "q4_1_chat_study_tips", steps, &QUANTIZED, t);
+            check_prompt_with(&model, "q4_1_code_fibonacci", steps, &QUANTIZED, t);
+        }
+    }
+}
+
+/// Perplexity on the golden text: llama-perplexity's chunking and scoring,
+/// within the golden README's 1% (quantized). Natively the whole text (31
+/// chunks); elsewhere the first 4 chunks against llama.cpp's running value.
+#[test]
+fn perplexity_q4_1() {
+    let golden: serde_json::Value =
+        serde_json::from_slice(&read_file(&golden_path("smollm2/perplexity.json"))).unwrap();
+    let want = &golden["results"]["Q4_1"];
+    let mut text = String::from_utf8(read_file(&golden_path("smollm2/ppl.txt"))).unwrap();
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    let (chunks, reference) = if cfg!(target_arch = "x86_64") {
+        (31, want["ppl"].as_f64().unwrap())
+    } else {
+        (4, want["running_ppl_after_chunk"][3].as_f64().unwrap())
+    };
+    let model = model_as("Q4_1");
+    let mut ctx = Context::new(
+        model,
+        ContextParams {
+            n_ctx: 512,
+            n_batch: 512,
+            n_threads: if cfg!(target_arch = "wasm32") { 1 } else { 2 },
+            ..ContextParams::default()
+        },
+    )
+    .unwrap();
+    // Cut the text to the chunks wanted (plus a token's worth of slack).
+    let vocab = &ctx.model().vocab;
+    let ids = vocab.tokenize(&text, false, false).unwrap();
+    let bytes = vocab.detokenize(&ids[..(chunks * 128 + 8).min(ids.len())], false);
+    let text = String::from_utf8(bytes).unwrap();
+    let r = lamina::perplexity::perplexity(&mut ctx, &text, 128, |_, _, _| true).unwrap();
+    assert_eq!(r.n_chunks, chunks);
+    assert_eq!(r.tokens_scored, chunks * 63);
+    let rel = (r.ppl - reference).abs() / reference;
+    eprintln!("perplexity over {chunks} chunks: {:.4} vs llama.cpp {reference} ({:.3}%)", r.ppl, rel * 100.0);
+    assert!(rel <= 0.01, "perplexity {} vs {reference}", r.ppl);
 }

@@ -129,6 +129,21 @@ pub enum Error {
     #[error("tensor '{name}' is missing")]
     MissingTensor { name: String },
 
+    #[error("the batch is full: it holds {capacity} tokens")]
+    BatchFull { capacity: usize },
+
+    /// Not enough free KV cells for a batch. Nothing was changed: the caller
+    /// can clear the cache, remove positions or shift a sequence, and retry.
+    #[error("the context is full: {needed} positions needed, {free} of {n_ctx} free")]
+    ContextFull {
+        n_ctx: usize,
+        free: usize,
+        needed: usize,
+    },
+
+    #[error("{0} was cancelled")]
+    Cancelled(String),
+
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 

@@ -2,11 +2,16 @@
 //! AVX2) and as WebAssembly (SIMD128). See DESIGN.md for the map.
 
 pub mod backend;
+pub mod bench;
+pub mod completion;
+pub mod context;
 pub mod error;
 pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_bench;
 pub mod model;
+pub mod parallel;
+pub mod perplexity;
 pub mod requantize;
 pub mod sampling;
 pub mod tensor;

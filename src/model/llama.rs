@@ -1,21 +1,24 @@
 //! The llama family (llama, mistral, smollm, tinyllama, ...): token embedding,
-//! then per layer RMSNorm, attention with RoPE and grouped KV heads over an f16
-//! KV cache, residual, RMSNorm, SwiGLU feed-forward, residual; a final RMSNorm
+//! then per layer RMSNorm, attention with RoPE and grouped KV heads over the KV
+//! cache, residual, RMSNorm, SwiGLU feed-forward, residual; a final RMSNorm
 //! and the output projection (the token embedding when `output.weight` is
 //! absent). Numerics follow ggml's: activations quantized for each matrix
-//! product as its kernels take them, f16 K/V, f16 queries and attention
-//! weights in the products with them, RMS sums in f64.
+//! product as its kernels take them, RMS sums in f64, attention as in
+//! `attention.rs`. A forward pass takes a micro-batch of tokens at once.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use half::f16;
-use half::slice::HalfFloatSliceExt;
-
-use super::matmul::{matvec, Weight};
+use super::attention::attend;
+use super::matmul::{matmul, MatRef, Weight};
+use super::ops::{rms_norm, Rope, RopeKind};
+use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::Kernels;
+use crate::context::kv_cache::{KvCache, SeqId};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
+use crate::parallel::Workers;
+use crate::tensor::blocks::{as_blocks, BlockQ4_0};
 use crate::tensor::DType;
 
 /// Hyperparameters from `llama.*` metadata.
@@ -28,40 +31,49 @@ pub struct HParams {
     pub n_ff: usize,
     pub n_vocab: usize,
     pub head_dim: usize,
-    pub rope_dim: usize,
-    pub rope_base: f32,
     pub rms_eps: f32,
     pub n_ctx_train: usize,
+    pub rope: Rope,
 }
 
 #[derive(Clone, Debug)]
 struct Tensor {
+    name: String,
     dtype: DType,
     rows: usize,
     cols: usize,
     range: Range<usize>,
 }
 
-struct Layer {
-    attn_norm: Vec<f32>,
-    wq: Tensor,
-    wk: Tensor,
-    wv: Tensor,
-    wo: Tensor,
-    ffn_norm: Vec<f32>,
-    gate: Tensor,
-    up: Tensor,
-    down: Tensor,
+/// A weight matrix: in the memory-mapped file, or copied into a repacked
+/// layout at load (Q4_0 with a variant that accelerates one).
+enum Matrix {
+    Mapped(Tensor),
+    Repacked(RepackedQ4_0),
 }
 
-/// A loaded llama-family model. Weights stay in the file's memory.
+struct Layer {
+    attn_norm: Vec<f32>,
+    wq: Matrix,
+    wk: Matrix,
+    wv: Matrix,
+    wo: Matrix,
+    ffn_norm: Vec<f32>,
+    gate: Matrix,
+    up: Matrix,
+    down: Matrix,
+}
+
+/// A loaded llama-family model.
 pub struct LlamaModel {
     file: Arc<GgufFile>,
     pub hparams: HParams,
+    kernels: Kernels,
     token_embd: Tensor,
     output_norm: Vec<f32>,
-    output: Tensor,
+    output: Matrix,
     layers: Vec<Layer>,
+    repacked: usize,
 }
 
 fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
@@ -73,6 +85,7 @@ fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
     let rows = info.shape.iter().skip(1).product::<u64>() as usize;
     let start = (file.data_offset() + info.offset) as usize;
     Ok(Tensor {
+        name: name.to_string(),
         dtype,
         rows,
         cols,
@@ -81,14 +94,32 @@ fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
 }
 
 /// A small tensor (a norm's weights) as f32, read once at load.
-fn vector(file: &GgufFile, t: &Tensor) -> Result<Vec<f32>> {
-    let mut v = vec![0.0; t.cols * t.rows];
+fn vector(file: &GgufFile, t: &Tensor, len: usize) -> Result<Vec<f32>> {
+    if t.cols * t.rows != len {
+        return Err(Error::InvalidArgument(format!(
+            "tensor '{}' has {} values, expected {len}",
+            t.name,
+            t.cols * t.rows
+        )));
+    }
+    let mut v = vec![0.0; len];
     crate::tensor::convert::dequantize(t.dtype, &file.bytes()[t.range.clone()], &mut v)?;
     Ok(v)
 }
 
+/// What loading reports and whether it goes on.
+pub type Progress<'a> = &'a mut dyn FnMut(f32) -> bool;
+
 impl LlamaModel {
-    pub fn load(file: Arc<GgufFile>) -> Result<LlamaModel> {
+    /// Binds the weights of `file` by name for the kernels `kernels`. Q4_0
+    /// matrices are repacked when the variant has a layout for them; the rest
+    /// stay in the file's memory. `progress` hears the fraction of weight
+    /// bytes done and stops the load (an error) by returning false.
+    pub fn load(
+        file: Arc<GgufFile>,
+        kernels: Kernels,
+        progress: Option<Progress>,
+    ) -> Result<LlamaModel> {
         let md = file.metadata();
         let arch = md.get_str("general.architecture")?;
         if arch != "llama" {
@@ -100,8 +131,33 @@ impl LlamaModel {
         let n_embd = u("embedding_length")?;
         let n_head = u("attention.head_count")?;
         let n_head_kv = u("attention.head_count_kv").unwrap_or(n_head);
-        let head_dim = n_embd / n_head.max(1);
+        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_embd % n_head != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "inconsistent attention shape: {n_embd} embedding, {n_head} heads, {n_head_kv} KV heads"
+            )));
+        }
+        let head_dim = n_embd / n_head;
+        let rope_dim = u("rope.dimension_count").unwrap_or(head_dim);
+        if rope_dim == 0 || rope_dim > head_dim || rope_dim % 2 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "rope dimension {rope_dim} does not fit heads of {head_dim}"
+            )));
+        }
+        let freq_scale = match md.get_str("llama.rope.scaling.type") {
+            Ok("linear") => 1.0 / md.get_f32("llama.rope.scaling.factor").unwrap_or(1.0),
+            Ok("none") | Err(_) => 1.0,
+            Ok(other) => {
+                return Err(Error::InvalidArgument(format!(
+                    "unsupported rope scaling type '{other}'"
+                )))
+            }
+        };
         let token_embd = tensor(&file, "token_embd.weight")?;
+        let freq_factors = match tensor(&file, "rope_freqs.weight") {
+            Ok(t) => Some(vector(&file, &t, rope_dim / 2)?),
+            Err(Error::MissingTensor { .. }) => None,
+            Err(e) => return Err(e),
+        };
         let hparams = HParams {
             n_layer: u("block_count")?,
             n_embd,
@@ -110,45 +166,126 @@ impl LlamaModel {
             n_ff: u("feed_forward_length")?,
             n_vocab: token_embd.rows,
             head_dim,
-            rope_dim: u("rope.dimension_count").unwrap_or(head_dim),
-            rope_base: md.get_f32("llama.rope.freq_base").unwrap_or(10000.0),
             rms_eps: md.get_f32("llama.attention.layer_norm_rms_epsilon")?,
             n_ctx_train: u("context_length")?,
+            rope: Rope {
+                kind: RopeKind::Normal,
+                head_dim,
+                dim: rope_dim,
+                base: md.get_f32("llama.rope.freq_base").unwrap_or(10000.0),
+                freq_scale,
+                freq_factors,
+            },
         };
-        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_embd % n_head != 0 {
+        let kv_w = n_head_kv * head_dim;
+        let h = &hparams;
+        let shapes = |n: &str| -> (usize, usize) {
+            match n {
+                "attn_q" | "attn_output" => (n_embd, n_embd),
+                "attn_k" | "attn_v" => (kv_w, n_embd),
+                "ffn_gate" | "ffn_up" => (h.n_ff, n_embd),
+                _ => (n_embd, h.n_ff),
+            }
+        };
+        if token_embd.cols != n_embd {
             return Err(Error::InvalidArgument(format!(
-                "inconsistent attention shape: {n_embd} embedding, {n_head} heads, {n_head_kv} KV heads"
+                "token_embd.weight rows have {} values, the model's embedding is {n_embd}",
+                token_embd.cols
             )));
         }
-        let layers = (0..hparams.n_layer)
-            .map(|i| {
-                let t = |n: &str| tensor(&file, &format!("blk.{i}.{n}.weight"));
-                Ok(Layer {
-                    attn_norm: vector(&file, &t("attn_norm")?)?,
-                    wq: t("attn_q")?,
-                    wk: t("attn_k")?,
-                    wv: t("attn_v")?,
-                    wo: t("attn_output")?,
-                    ffn_norm: vector(&file, &t("ffn_norm")?)?,
-                    gate: t("ffn_gate")?,
-                    up: t("ffn_up")?,
-                    down: t("ffn_down")?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
+
+        let total: usize = file.tensors().iter().map(|t| t.n_bytes as usize).sum::<usize>().max(1);
+        let mut done = 0usize;
+        let mut progress = progress;
+        let mut step = |bytes: usize| -> Result<()> {
+            done = (done + bytes).min(total);
+            let go_on = match progress.as_mut() {
+                Some(p) => p(done as f32 / total as f32),
+                None => true,
+            };
+            if go_on {
+                Ok(())
+            } else {
+                Err(Error::Cancelled("loading the model".into()))
+            }
+        };
+        step(0)?;
+        let bind = |t: Tensor, shape: (usize, usize)| -> Result<Matrix> {
+            if (t.rows, t.cols) != shape {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor '{}' is {}x{}, expected {}x{}",
+                    t.name, t.rows, t.cols, shape.0, shape.1
+                )));
+            }
+            match kernels.repack {
+                Some(layout) if t.dtype == DType::Q4_0 && t.rows % layout.rows() == 0 => {
+                    let blocks = as_blocks::<BlockQ4_0>(&file.bytes()[t.range.clone()])?;
+                    Ok(Matrix::Repacked(RepackedQ4_0::new(blocks, t.rows, t.cols, layout)?))
+                }
+                _ => Ok(Matrix::Mapped(t)),
+            }
+        };
+        let mut layers = Vec::with_capacity(h.n_layer);
+        for i in 0..h.n_layer {
+            let t = |n: &str| tensor(&file, &format!("blk.{i}.{n}.weight"));
+            let m = |n: &str| bind(t(n)?, shapes(n));
+            let layer = Layer {
+                attn_norm: vector(&file, &t("attn_norm")?, n_embd)?,
+                wq: m("attn_q")?,
+                wk: m("attn_k")?,
+                wv: m("attn_v")?,
+                wo: m("attn_output")?,
+                ffn_norm: vector(&file, &t("ffn_norm")?, n_embd)?,
+                gate: m("ffn_gate")?,
+                up: m("ffn_up")?,
+                down: m("ffn_down")?,
+            };
+            let bytes: usize = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
+                .iter()
+                .filter_map(|n| t(n).ok())
+                .map(|t| t.range.len())
+                .sum();
+            layers.push(layer);
+            step(bytes)?;
+        }
         let output = match tensor(&file, "output.weight") {
-            Ok(t) => t,
-            Err(Error::MissingTensor { .. }) => token_embd.clone(),
+            Ok(t) => bind(t, (h.n_vocab, n_embd))?,
+            // Tied output: the token embedding, read in place (llama.cpp does
+            // not repack the input embedding either).
+            Err(Error::MissingTensor { .. }) => Matrix::Mapped(token_embd.clone()),
             Err(e) => return Err(e),
         };
+        let output_norm = vector(&file, &tensor(&file, "output_norm.weight")?, n_embd)?;
+        step(total)?;
+        let repacked = layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+            .chain([&output])
+            .filter(|m| matches!(m, Matrix::Repacked(_)))
+            .count();
         Ok(LlamaModel {
-            output_norm: vector(&file, &tensor(&file, "output_norm.weight")?)?,
+            output_norm,
             token_embd,
             output,
             layers,
             hparams,
+            kernels,
+            repacked,
             file,
         })
+    }
+
+    pub fn kernels(&self) -> &Kernels {
+        &self.kernels
+    }
+
+    /// How many weight matrices were repacked at load.
+    pub fn repacked_matrices(&self) -> usize {
+        self.repacked
+    }
+
+    pub fn file(&self) -> &Arc<GgufFile> {
+        &self.file
     }
 
     fn weight(&self, t: &Tensor) -> Weight<'_> {
@@ -159,176 +296,119 @@ impl LlamaModel {
             data: &self.file.bytes()[t.range.clone()],
         }
     }
-}
 
-/// The KV cache of one sequence: per layer, positions x (KV heads x head dim), f16.
-pub struct KvCache {
-    k: Vec<Vec<f16>>,
-    v: Vec<Vec<f16>>,
-    n_ctx: usize,
-    width: usize,
-    len: usize,
-}
-
-impl KvCache {
-    pub fn new(h: &HParams, n_ctx: usize) -> KvCache {
-        let width = h.n_head_kv * h.head_dim;
-        KvCache {
-            k: vec![vec![f16::ZERO; n_ctx * width]; h.n_layer],
-            v: vec![vec![f16::ZERO; n_ctx * width]; h.n_layer],
-            n_ctx,
-            width,
-            len: 0,
+    fn mat<'a>(&'a self, m: &'a Matrix) -> MatRef<'a> {
+        match m {
+            Matrix::Mapped(t) => MatRef::Mapped(self.weight(t)),
+            Matrix::Repacked(r) => MatRef::Repacked(r),
         }
     }
-
-    /// Positions filled.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
 }
 
-fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
-    let scale = 1.0 / ((sum / x.len() as f64) as f32 + eps).sqrt();
-    for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        *o = (v * scale) * g;
-    }
-}
-
-/// RoPE, llama's "normal" ordering (pairs of neighbours), with ggml's angle
-/// recurrence (theta multiplied by base^(-2/dim) per pair).
-fn rope(x: &mut [f32], head_dim: usize, rope_dim: usize, pos: usize, base: f32) {
-    let theta_scale = base.powf(-2.0 / rope_dim as f32);
-    for head in x.chunks_exact_mut(head_dim) {
-        let mut theta = pos as f32;
-        for i in (0..rope_dim).step_by(2) {
-            let (s, c) = theta.sin_cos();
-            let (a, b) = (head[i], head[i + 1]);
-            head[i] = a * c - b * s;
-            head[i + 1] = a * s + b * c;
-            theta *= theta_scale;
-        }
-    }
+/// The tokens of one forward pass, already placed in KV cells.
+pub(crate) struct MicroBatch<'a> {
+    pub tokens: &'a [u32],
+    pub pos: &'a [i32],
+    /// The sequence whose cells each token attends to (its first).
+    pub seq: &'a [SeqId],
+    pub cells: &'a [usize],
+    /// Indices (into this micro-batch) of the tokens whose logits are wanted.
+    pub outputs: &'a [usize],
 }
 
 impl LlamaModel {
-    /// Runs one token at position `cache.len()`, appends its K/V to the cache,
-    /// and returns the logits when `want_logits`.
-    pub fn forward(
+    /// Runs a micro-batch: stores its keys and values in its cells, and
+    /// returns the logits of its output tokens, one row of `n_vocab` each.
+    pub(crate) fn forward(
         &self,
-        k: &Kernels,
-        token: u32,
-        cache: &mut KvCache,
-        want_logits: bool,
-    ) -> Result<Option<Vec<f32>>> {
+        workers: &Workers,
+        kv: &mut KvCache,
+        ub: &MicroBatch,
+    ) -> Result<Vec<f32>> {
         let h = &self.hparams;
-        if token as usize >= h.n_vocab {
+        let k = &self.kernels;
+        let n = ub.tokens.len();
+        let (d, hd) = (h.n_embd, h.head_dim);
+        let kv_w = h.n_head_kv * hd;
+        let group = h.n_head / h.n_head_kv;
+        if let Some(&t) = ub.tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
             return Err(Error::InvalidArgument(format!(
-                "token {token} is outside the vocabulary of {}",
+                "token {t} is outside the vocabulary of {}",
                 h.n_vocab
             )));
         }
-        let pos = cache.len;
-        if pos >= cache.n_ctx {
-            return Err(Error::InvalidArgument(format!(
-                "the context is full ({} positions)",
-                cache.n_ctx
-            )));
+        let mut x = vec![0.0f32; n * d];
+        let embd = self.weight(&self.token_embd);
+        for (row, &t) in x.chunks_exact_mut(d).zip(ub.tokens) {
+            embd.row_f32(t as usize, row)?;
         }
-        let (d, hd) = (h.n_embd, h.head_dim);
-        let kv_w = cache.width;
-        let group = h.n_head / h.n_head_kv;
-        let mut x = vec![0.0f32; d];
-        self.weight(&self.token_embd)
-            .row_f32(token as usize, &mut x)?;
-        let mut xn = vec![0.0f32; d];
-        let mut q = vec![0.0f32; d];
-        let mut kk = vec![0.0f32; kv_w];
-        let mut vv = vec![0.0f32; kv_w];
-        let mut att = vec![0.0f32; d];
-        let mut proj = vec![0.0f32; d];
-        let mut gate = vec![0.0f32; h.n_ff];
-        let mut up = vec![0.0f32; h.n_ff];
+        let visible: Vec<Vec<usize>> = (0..n)
+            .map(|i| {
+                let mut v = Vec::new();
+                kv.visible(ub.seq[i], ub.pos[i], &mut v);
+                v
+            })
+            .collect();
+        let mut xn = vec![0.0f32; n * d];
+        let mut q = vec![0.0f32; n * d];
+        let mut kk = vec![0.0f32; n * kv_w];
+        let mut vv = vec![0.0f32; n * kv_w];
+        let mut att = vec![0.0f32; n * d];
+        let mut proj = vec![0.0f32; n * d];
+        let mut gate = vec![0.0f32; n * h.n_ff];
+        let mut up = vec![0.0f32; n * h.n_ff];
         let scale = 1.0 / (hd as f32).sqrt();
-        let mut vrow = vec![0.0f32; hd];
-        let mut qh = vec![f16::ZERO; hd];
+        let norm_rows = |x: &[f32], w: &[f32], out: &mut [f32]| {
+            for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+                rms_norm(xr, w, h.rms_eps, or);
+            }
+        };
         for (l, layer) in self.layers.iter().enumerate() {
-            rms_norm(&x, &layer.attn_norm, h.rms_eps, &mut xn);
-            matvec(k, &self.weight(&layer.wq), &xn, &mut q)?;
-            matvec(k, &self.weight(&layer.wk), &xn, &mut kk)?;
-            matvec(k, &self.weight(&layer.wv), &xn, &mut vv)?;
-            rope(&mut q, hd, h.rope_dim, pos, h.rope_base);
-            rope(&mut kk, hd, h.rope_dim, pos, h.rope_base);
-            let (kc, vc) = (&mut cache.k[l], &mut cache.v[l]);
-            for i in 0..kv_w {
-                kc[pos * kv_w + i] = f16::from_f32(kk[i]);
-                vc[pos * kv_w + i] = f16::from_f32(vv[i]);
+            norm_rows(&x, &layer.attn_norm, &mut xn);
+            matmul(k, workers, self.mat(&layer.wq), &xn, n, &mut q)?;
+            matmul(k, workers, self.mat(&layer.wk), &xn, n, &mut kk)?;
+            matmul(k, workers, self.mat(&layer.wv), &xn, n, &mut vv)?;
+            for i in 0..n {
+                h.rope.apply(&mut q[i * d..(i + 1) * d], ub.pos[i]);
+                h.rope.apply(&mut kk[i * kv_w..(i + 1) * kv_w], ub.pos[i]);
             }
-            let n = pos + 1;
-            let mut scores = vec![0.0f32; n];
-            let mut probs = vec![0.0f32; n];
-            for head in 0..h.n_head {
-                let kvh = head / group;
-                for (dst, &v) in qh.iter_mut().zip(&q[head * hd..(head + 1) * hd]) {
-                    *dst = f16::from_f32(v);
-                }
-                for (t, s) in scores.iter_mut().enumerate() {
-                    let krow = &kc[t * kv_w + kvh * hd..t * kv_w + (kvh + 1) * hd];
-                    *s = (k.vec_dot_f16)(krow, &qh) * scale;
-                }
-                let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-                let mut sum = 0.0f64;
-                for s in scores.iter_mut() {
-                    *s = (*s - max).exp();
-                    sum += *s as f64;
-                }
-                let inv = (1.0 / sum) as f32;
-                // Attention weights rounded through f16, as ggml multiplies
-                // them with the f16 V cache.
-                for (p, &s) in probs.iter_mut().zip(&scores) {
-                    *p = f16::from_f32(s * inv).to_f32();
-                }
-                let out = &mut att[head * hd..(head + 1) * hd];
-                out.fill(0.0);
-                for (t, &p) in probs.iter().enumerate() {
-                    let start = t * kv_w + kvh * hd;
-                    vc[start..start + hd].convert_to_f32_slice(&mut vrow);
-                    for (o, &v) in out.iter_mut().zip(&vrow) {
-                        *o += p * v;
-                    }
-                }
+            let cache = &mut kv.layers[l];
+            for i in 0..n {
+                cache.k.store(k, ub.cells[i], &kk[i * kv_w..(i + 1) * kv_w]);
+                cache.v.store(k, ub.cells[i], &vv[i * kv_w..(i + 1) * kv_w]);
             }
-            matvec(k, &self.weight(&layer.wo), &att, &mut proj)?;
+            let cache = &kv.layers[l];
+            let mut heads: Vec<&mut [f32]> = att.chunks_exact_mut(hd).collect();
+            workers.for_each_mut(&mut heads, |idx, out| {
+                let (i, head) = (idx / h.n_head, idx % h.n_head);
+                let qh = &q[i * d + head * hd..i * d + (head + 1) * hd];
+                attend(k, cache, kv_w, head / group, qh, &visible[i], scale, out);
+            });
+            matmul(k, workers, self.mat(&layer.wo), &att, n, &mut proj)?;
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
-            rms_norm(&x, &layer.ffn_norm, h.rms_eps, &mut xn);
-            matvec(k, &self.weight(&layer.gate), &xn, &mut gate)?;
-            matvec(k, &self.weight(&layer.up), &xn, &mut up)?;
+            norm_rows(&x, &layer.ffn_norm, &mut xn);
+            matmul(k, workers, self.mat(&layer.gate), &xn, n, &mut gate)?;
+            matmul(k, workers, self.mat(&layer.up), &xn, n, &mut up)?;
             for (g, u) in gate.iter_mut().zip(&up) {
                 *g = (*g / (1.0 + (-*g).exp())) * u;
             }
-            matvec(k, &self.weight(&layer.down), &gate, &mut proj)?;
+            matmul(k, workers, self.mat(&layer.down), &gate, n, &mut proj)?;
             for (a, b) in x.iter_mut().zip(&proj) {
                 *a += b;
             }
         }
-        cache.len += 1;
-        if !want_logits {
-            return Ok(None);
+        let n_out = ub.outputs.len();
+        if n_out == 0 {
+            return Ok(Vec::new());
         }
-        rms_norm(&x, &self.output_norm, h.rms_eps, &mut xn);
-        let mut logits = vec![0.0f32; h.n_vocab];
-        matvec(k, &self.weight(&self.output), &xn, &mut logits)?;
-        Ok(Some(logits))
+        let mut last = vec![0.0f32; n_out * d];
+        for (dst, &i) in last.chunks_exact_mut(d).zip(ub.outputs) {
+            rms_norm(&x[i * d..(i + 1) * d], &self.output_norm, h.rms_eps, dst);
+        }
+        let mut logits = vec![0.0f32; n_out * h.n_vocab];
+        matmul(k, workers, self.mat(&self.output), &last, n_out, &mut logits)?;
+        Ok(logits)
     }
 }

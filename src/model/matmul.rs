@@ -1,15 +1,19 @@
-//! Matrix-vector products with a weight of any supported type, through the
-//! selected variant's kernels: the activation row is quantized to the type the
-//! weight's dot product takes (Q8_0, Q8_1, Q8_K, f16 or f32), as ggml does.
+//! Matrix products `out = x · Wᵀ` for `n` activation rows and a weight of any
+//! supported type, through the selected variant's kernels. Each activation row
+//! is quantized once to the type the weight's dot product takes (Q8_0, Q8_1,
+//! Q8_K, f16 or f32), as ggml does; the weight rows are then split between the
+//! workers, and each weight row, once loaded, meets every activation row.
 
 use half::f16;
 
+use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::Kernels;
 use crate::error::{Error, Result};
+use crate::parallel::Workers;
 use crate::tensor::blocks::*;
 use crate::tensor::{convert, DType};
 
-/// A 2-D weight: `rows` rows of `cols` values of `dtype`, borrowed.
+/// A 2-D weight in the file: `rows` rows of `cols` values of `dtype`, borrowed.
 #[derive(Clone, Copy)]
 pub struct Weight<'a> {
     pub dtype: DType,
@@ -30,68 +34,188 @@ impl<'a> Weight<'a> {
     }
 }
 
-fn blocks<B: Block>(x: &[f32], f: fn(&[f32], &mut [B])) -> Vec<B> {
+/// A weight as a product sees it: in the file, or repacked at load.
+#[derive(Clone, Copy)]
+pub enum MatRef<'a> {
+    Mapped(Weight<'a>),
+    Repacked(&'a RepackedQ4_0),
+}
+
+impl MatRef<'_> {
+    fn rows(&self) -> usize {
+        match self {
+            MatRef::Mapped(w) => w.rows,
+            MatRef::Repacked(r) => r.rows(),
+        }
+    }
+
+    fn cols(&self) -> usize {
+        match self {
+            MatRef::Mapped(w) => w.cols,
+            MatRef::Repacked(r) => r.cols(),
+        }
+    }
+}
+
+/// The activation rows, converted to what the weight's kernel takes.
+enum Activations<'x> {
+    Q8_0(Vec<BlockQ8_0>),
+    Q8_1(Vec<BlockQ8_1>),
+    Q8K(Vec<BlockQ8K>),
+    F16(Vec<f16>),
+    F32(&'x [f32]),
+}
+
+fn quantize_rows<B: Block>(x: &[f32], cols: usize, f: fn(&[f32], &mut [B])) -> Vec<B> {
+    let per_row = cols / B::ELEMENTS;
     let mut q = vec![B::zeroed(); x.len() / B::ELEMENTS];
-    f(x, &mut q);
+    for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(per_row)) {
+        f(xr, qr);
+    }
     q
 }
 
-fn dot_rows<X: Block, Y: Block>(
+fn prepare<'x>(k: &Kernels, dtype: DType, x: &'x [f32], cols: usize) -> Result<Activations<'x>> {
+    Ok(match dtype {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => {
+            Activations::Q8_0(quantize_rows(x, cols, k.quantize_q8_0))
+        }
+        DType::Q4_1 | DType::Q5_1 => Activations::Q8_1(quantize_rows(x, cols, k.quantize_q8_1)),
+        DType::Q4_K | DType::Q5_K | DType::Q6_K => {
+            Activations::Q8K(quantize_rows(x, cols, k.quantize_q8_k))
+        }
+        DType::F16 => Activations::F16(x.iter().map(|&v| f16::from_f32(v)).collect()),
+        DType::F32 => Activations::F32(x),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "matrix products with {other} weights are not supported"
+            )))
+        }
+    })
+}
+
+/// Weight rows `rows` times every activation row, into `out[i * len + j]`.
+fn rows_times<X: Block, Y: Block>(
     w: &Weight,
+    rows: std::ops::Range<usize>,
     y: &[Y],
     out: &mut [f32],
     dot: fn(&[X], &[Y]) -> f32,
 ) -> Result<()> {
-    for (r, o) in out.iter_mut().enumerate() {
-        *o = dot(as_blocks::<X>(w.row(r))?, y);
+    let per_row = w.cols / Y::ELEMENTS;
+    let len = rows.len();
+    for (j, r) in rows.enumerate() {
+        let wr = as_blocks::<X>(w.row(r))?;
+        for (i, yi) in y.chunks_exact(per_row).enumerate() {
+            out[i * len + j] = dot(wr, yi);
+        }
     }
     Ok(())
 }
 
-/// out = W · x.
-pub fn matvec(k: &Kernels, w: &Weight, x: &[f32], out: &mut [f32]) -> Result<()> {
-    if x.len() != w.cols || out.len() != w.rows {
+/// Decodes row `r` of a 16- or 32-bit float weight (file bytes need not be
+/// aligned for the element type).
+fn float_row<T: Copy>(w: &Weight, r: usize, out: &mut [T], from: fn(&[u8]) -> T) {
+    let size = std::mem::size_of::<T>();
+    for (v, b) in out.iter_mut().zip(w.row(r).chunks_exact(size)) {
+        *v = from(b);
+    }
+}
+
+fn mapped_rows(
+    k: &Kernels,
+    w: &Weight,
+    x: &Activations,
+    rows: std::ops::Range<usize>,
+    out: &mut [f32],
+) -> Result<()> {
+    let len = rows.len();
+    match (w.dtype, x) {
+        (DType::Q4_0, Activations::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q4_0_q8_0),
+        (DType::Q5_0, Activations::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_0_q8_0),
+        (DType::Q8_0, Activations::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q8_0_q8_0),
+        (DType::Q4_1, Activations::Q8_1(y)) => rows_times(w, rows, y, out, k.vec_dot_q4_1_q8_1),
+        (DType::Q5_1, Activations::Q8_1(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_1_q8_1),
+        (DType::Q4_K, Activations::Q8K(y)) => rows_times(w, rows, y, out, k.vec_dot_q4_k_q8_k),
+        (DType::Q5_K, Activations::Q8K(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_k_q8_k),
+        (DType::Q6_K, Activations::Q8K(y)) => rows_times(w, rows, y, out, k.vec_dot_q6_k_q8_k),
+        (DType::F16, Activations::F16(y)) => {
+            let mut wr = vec![f16::ZERO; w.cols];
+            for (j, r) in rows.enumerate() {
+                float_row(w, r, &mut wr, |b| f16::from_le_bytes([b[0], b[1]]));
+                for (i, yi) in y.chunks_exact(w.cols).enumerate() {
+                    out[i * len + j] = (k.vec_dot_f16)(&wr, yi);
+                }
+            }
+            Ok(())
+        }
+        (DType::F32, Activations::F32(y)) => {
+            let mut wr = vec![0.0f32; w.cols];
+            for (j, r) in rows.enumerate() {
+                float_row(w, r, &mut wr, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                for (i, yi) in y.chunks_exact(w.cols).enumerate() {
+                    out[i * len + j] = (k.vec_dot_f32)(&wr, yi);
+                }
+            }
+            Ok(())
+        }
+        (dtype, _) => Err(Error::InvalidArgument(format!(
+            "matrix products with {dtype} weights are not supported"
+        ))),
+    }
+}
+
+/// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
+pub fn matmul(
+    k: &Kernels,
+    workers: &Workers,
+    w: MatRef,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    let (rows, cols) = (w.rows(), w.cols());
+    if x.len() != n * cols || out.len() != n * rows {
         return Err(Error::InvalidArgument(format!(
-            "matvec of a {}x{} weight with {} inputs and {} outputs",
-            w.rows,
-            w.cols,
+            "product of a {rows}x{cols} weight with {} inputs and {} outputs for {n} rows",
             x.len(),
             out.len()
         )));
     }
-    match w.dtype {
-        DType::Q4_0 => dot_rows(w, &blocks(x, k.quantize_q8_0), out, k.vec_dot_q4_0_q8_0),
-        DType::Q5_0 => dot_rows(w, &blocks(x, k.quantize_q8_0), out, k.vec_dot_q5_0_q8_0),
-        DType::Q8_0 => dot_rows(w, &blocks(x, k.quantize_q8_0), out, k.vec_dot_q8_0_q8_0),
-        DType::Q4_1 => dot_rows(w, &blocks(x, k.quantize_q8_1), out, k.vec_dot_q4_1_q8_1),
-        DType::Q5_1 => dot_rows(w, &blocks(x, k.quantize_q8_1), out, k.vec_dot_q5_1_q8_1),
-        DType::Q4_K => dot_rows(w, &blocks(x, k.quantize_q8_k), out, k.vec_dot_q4_k_q8_k),
-        DType::Q5_K => dot_rows(w, &blocks(x, k.quantize_q8_k), out, k.vec_dot_q5_k_q8_k),
-        DType::Q6_K => dot_rows(w, &blocks(x, k.quantize_q8_k), out, k.vec_dot_q6_k_q8_k),
-        DType::F16 => {
-            let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
-            // One row buffer for all rows (the file's bytes need not be 2-aligned).
-            let mut wh = vec![f16::ZERO; w.cols];
-            for (r, o) in out.iter_mut().enumerate() {
-                for (h, b) in wh.iter_mut().zip(w.row(r).chunks_exact(2)) {
-                    *h = f16::from_le_bytes([b[0], b[1]]);
-                }
-                *o = (k.vec_dot_f16)(&wh, &xh);
-            }
-            Ok(())
+    let x = match w {
+        MatRef::Mapped(m) => prepare(k, m.dtype, x, cols)?,
+        MatRef::Repacked(_) => Activations::Q8_0(quantize_rows(x, cols, k.quantize_q8_0)),
+    };
+    // Pieces of whole repack groups (8 rows covers every layout).
+    let align = 8;
+    let pieces = workers.pieces(rows / align);
+    let step = rows.div_ceil(pieces).div_ceil(align) * align;
+    let ranges: Vec<_> = (0..rows)
+        .step_by(step.max(align))
+        .map(|s| s..(s + step).min(rows))
+        .collect();
+    let run = |range: std::ops::Range<usize>, dst: &mut [f32]| -> Result<()> {
+        match (w, &x) {
+            (MatRef::Mapped(m), x) => mapped_rows(k, &m, x, range, dst),
+            (MatRef::Repacked(p), Activations::Q8_0(y)) => p.product_rows(k, y, n, range, dst),
+            _ => unreachable!("repacked weights always take Q8_0 activations"),
         }
-        DType::F32 => {
-            let mut row = vec![0.0f32; w.cols];
-            for (r, o) in out.iter_mut().enumerate() {
-                for (v, b) in row.iter_mut().zip(w.row(r).chunks_exact(4)) {
-                    *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                }
-                *o = (k.vec_dot_f32)(&row, x);
-            }
-            Ok(())
-        }
-        other => Err(Error::InvalidArgument(format!(
-            "matrix products with {other} weights are not supported"
-        ))),
+    };
+    if ranges.len() == 1 {
+        return run(0..rows, out);
     }
+    let parts = workers.map(ranges.len(), |p| {
+        let range = ranges[p].clone();
+        let mut dst = vec![0.0f32; n * range.len()];
+        run(range, &mut dst).map(|_| dst)
+    });
+    for (range, part) in ranges.iter().zip(parts) {
+        let part = part?;
+        let len = range.len();
+        for i in 0..n {
+            out[i * rows + range.start..i * rows + range.end]
+                .copy_from_slice(&part[i * len..(i + 1) * len]);
+        }
+    }
+    Ok(())
 }

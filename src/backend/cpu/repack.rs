@@ -278,6 +278,87 @@ impl RepackedQ4_0 {
     }
 }
 
+impl RepackedQ4_0 {
+    /// Rows `rows` of the product with `n` activation rows: `out[i * len + j]`
+    /// = row `rows.start + j` · activation row `i`, where `len = rows.len()`.
+    /// The range must start and end at group boundaries (or end at the last
+    /// row), so threads split a matrix between whole groups.
+    pub fn product_rows(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let per_row = self.cols / QK;
+        let r = self.layout.rows();
+        let len = rows.len();
+        if rows.start % r != 0
+            || (rows.end % r != 0 && rows.end != self.rows)
+            || rows.end > self.rows
+            || x.len() != n * per_row
+            || out.len() != n * len
+        {
+            return Err(Error::InvalidArgument(format!(
+                "product of rows {rows:?} of a {}x{} repacked matrix with {n} activation rows",
+                self.rows, self.cols
+            )));
+        }
+        let whole = self.rows / r * r;
+        let group_end = rows.end.min(whole);
+        let gemm = match (self.layout, k.gemm_q4_0_x4i8, k.gemm_q4_0_x8i8) {
+            (RepackLayout::X4I8, Some(_), _) | (RepackLayout::X8I8, _, Some(_)) => n > 1,
+            _ => false,
+        };
+        let mut tmp = [0f32; 8];
+        let mut g_row = rows.start;
+        while g_row + r <= group_end {
+            let g = g_row / r;
+            let at = g_row - rows.start;
+            match &self.groups {
+                Groups::X4(groups) => {
+                    let group = &groups[g * per_row..(g + 1) * per_row];
+                    match (gemm, k.gemm_q4_0_x4i8) {
+                        (true, Some(f)) => f(group, x, n, &mut out[at..], len),
+                        _ => {
+                            let f = if self.layout == RepackLayout::X4I4 {
+                                k.gemv_q4_0_x4i4
+                            } else {
+                                k.gemv_q4_0_x4i8
+                            };
+                            for (i, xi) in x.chunks_exact(per_row).enumerate() {
+                                f(group, xi, &mut tmp[..4]);
+                                out[i * len + at..i * len + at + 4].copy_from_slice(&tmp[..4]);
+                            }
+                        }
+                    }
+                }
+                Groups::X8(groups) => {
+                    let group = &groups[g * per_row..(g + 1) * per_row];
+                    match (gemm, k.gemm_q4_0_x8i8) {
+                        (true, Some(f)) => f(group, x, n, &mut out[at..], len),
+                        _ => {
+                            for (i, xi) in x.chunks_exact(per_row).enumerate() {
+                                (k.gemv_q4_0_x8i8)(group, xi, &mut tmp);
+                                out[i * len + at..i * len + at + 8].copy_from_slice(&tmp);
+                            }
+                        }
+                    }
+                }
+            }
+            g_row += r;
+        }
+        for row in rows.start.max(whole)..rows.end {
+            let w = &self.tail[(row - whole) * per_row..(row - whole + 1) * per_row];
+            for (i, xi) in x.chunks_exact(per_row).enumerate() {
+                out[i * len + row - rows.start] = (k.vec_dot_q4_0_q8_0)(w, xi);
+            }
+        }
+        Ok(())
+    }
+}
+
 // ---- Scalar kernels for every layout.
 
 /// Signed value of a Q4_0 nibble.

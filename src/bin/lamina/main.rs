@@ -1,7 +1,11 @@
 //! The `lamina` command line, over the library's public API.
 
 #[cfg(not(target_arch = "wasm32"))]
+mod generate;
+
+#[cfg(not(target_arch = "wasm32"))]
 mod cli {
+    use super::generate;
     use std::io::{IsTerminal, Write};
     use std::path::PathBuf;
     use std::process::ExitCode;
@@ -63,35 +67,11 @@ mod cli {
             json: bool,
         },
         /// Generate text from a prompt, streaming it to stdout.
-        Run {
-            #[arg(short, long)]
-            model: PathBuf,
-            #[arg(short, long)]
-            prompt: String,
-            /// Tokens to generate at most.
-            #[arg(short = 'n', long, default_value_t = 64)]
-            n_predict: usize,
-            /// Context size.
-            #[arg(short = 'c', long = "ctx-size", default_value_t = 2048)]
-            n_ctx: usize,
-            /// Temperature; 0 or less is greedy.
-            #[arg(long, default_value_t = 0.8)]
-            temp: f32,
-            #[arg(long, default_value_t = 40)]
-            top_k: i32,
-            #[arg(long, default_value_t = 0.95)]
-            top_p: f32,
-            #[arg(long, default_value_t = 0.05)]
-            min_p: f32,
-            #[arg(long, default_value_t = 1.0)]
-            repeat_penalty: f32,
-            /// Random seed (default: a fresh one).
-            #[arg(long)]
-            seed: Option<u32>,
-            /// Print one JSON object at the end instead of streaming.
-            #[arg(long)]
-            json: bool,
-        },
+        Run(generate::RunArgs),
+        /// Prompt-processing and generation speed, as llama-bench (pp/tg tokens/s).
+        Bench(generate::BenchArgs),
+        /// Perplexity of a text file, as llama-perplexity (chunks of -c tokens).
+        Perplexity(generate::PerplexityArgs),
         /// Tokenize text with a model's vocabulary (vocab-only GGUF files work).
         Tokenize {
             /// The GGUF file.
@@ -144,30 +124,9 @@ mod cli {
                     bench_kernels(&registry, rows, cols, budget, kernel.as_deref(), json)
                 }
                 Command::Info { model, json } => info(&model, json),
-                Command::Run {
-                    model,
-                    prompt,
-                    n_predict,
-                    n_ctx,
-                    temp,
-                    top_k,
-                    top_p,
-                    min_p,
-                    repeat_penalty,
-                    seed,
-                    json,
-                } => {
-                    let params = lamina::sampling::SamplingParams {
-                        temperature: temp,
-                        top_k,
-                        top_p,
-                        min_p,
-                        penalty_repeat: repeat_penalty,
-                        seed,
-                        ..Default::default()
-                    };
-                    run(&registry, &model, &prompt, n_predict, n_ctx, params, json)
-                }
+                Command::Run(a) => generate::run(&registry, a),
+                Command::Bench(a) => generate::bench(&registry, a),
+                Command::Perplexity(a) => generate::perplexity(&registry, a),
                 Command::Tokenize {
                     model,
                     prompt,
@@ -328,110 +287,6 @@ mod cli {
         write_stdout(&text)
     }
 
-    fn run(
-        registry: &CpuRegistry,
-        model: &PathBuf,
-        prompt: &str,
-        n_predict: usize,
-        n_ctx: usize,
-        params: lamina::sampling::SamplingParams,
-        json: bool,
-    ) -> lamina::Result<()> {
-        use lamina::model::llama::{KvCache, LlamaModel};
-        use lamina::sampling::{greedy, Sampler};
-        use lamina::tokenizer::{TextStream, Vocab};
-        use std::time::Instant;
-
-        let file = std::sync::Arc::new(GgufFile::open(model)?);
-        let vocab = Vocab::from_metadata(file.metadata())?;
-        let llama = LlamaModel::load(file.clone())?;
-        let kernels = registry.cpu().kernels();
-        let prompt_ids = vocab.tokenize(prompt, true, true)?;
-        if prompt_ids.is_empty() {
-            return Err(lamina::Error::InvalidArgument("the prompt is empty".into()));
-        }
-        if prompt_ids.len() + n_predict > n_ctx {
-            return Err(lamina::Error::InvalidArgument(format!(
-                "{} prompt tokens + {n_predict} to generate exceed the context of {n_ctx}",
-                prompt_ids.len()
-            )));
-        }
-        let greedy_mode = params.temperature <= 0.0;
-        let mut sampler = Sampler::new(params, llama.hparams.n_vocab)?;
-        let mut cache = KvCache::new(&llama.hparams, n_ctx);
-        let t0 = Instant::now();
-        let mut logits = None;
-        for (i, &t) in prompt_ids.iter().enumerate() {
-            sampler.accept(t);
-            logits = llama.forward(kernels, t, &mut cache, i + 1 == prompt_ids.len())?;
-        }
-        let prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let t1 = Instant::now();
-        let mut generated = Vec::new();
-        let mut stream = TextStream::new();
-        let mut text = String::new();
-        let mut stop_reason = "limit";
-        let mut stdout = std::io::stdout().lock();
-        while let Some(l) = logits.take() {
-            if generated.len() >= n_predict {
-                break;
-            }
-            let token = if greedy_mode {
-                greedy(&l).unwrap_or(0)
-            } else {
-                sampler.sample(&l)?
-            };
-            generated.push(token);
-            if vocab.is_eog(token) {
-                stop_reason = "eos";
-                break;
-            }
-            sampler.accept(token);
-            let piece = stream.push(&vocab.token_bytes(token, false));
-            if !json {
-                let _ = stdout.write_all(piece.as_bytes());
-                let _ = stdout.flush();
-            }
-            text.push_str(&piece);
-            if generated.len() < n_predict {
-                logits = llama.forward(kernels, token, &mut cache, true)?;
-            }
-        }
-        let rest = stream.finish();
-        text.push_str(&rest);
-        let predicted_ms = t1.elapsed().as_secs_f64() * 1e3;
-        let per_s = |n: usize, ms: f64| if ms > 0.0 { n as f64 / ms * 1e3 } else { 0.0 };
-        if json {
-            let v = json!({
-                "prompt_ids": prompt_ids,
-                "generated_ids": generated,
-                "text": text,
-                "stop_reason": stop_reason,
-                "timings": {
-                    "prompt_n": prompt_ids.len(),
-                    "prompt_ms": prompt_ms,
-                    "prompt_per_second": per_s(prompt_ids.len(), prompt_ms),
-                    "predicted_n": generated.len(),
-                    "predicted_ms": predicted_ms,
-                    "predicted_per_second": per_s(generated.len(), predicted_ms),
-                },
-            });
-            drop(stdout);
-            return write_stdout(&format!("{v}\n"));
-        }
-        let _ = writeln!(stdout, "{rest}");
-        eprintln!(
-            "lamina: {} prompt tokens at {:.1} t/s, {} generated at {:.1} t/s ({}, variant {})",
-            prompt_ids.len(),
-            per_s(prompt_ids.len(), prompt_ms),
-            generated.len(),
-            per_s(generated.len(), predicted_ms),
-            stop_reason,
-            registry.cpu().variant()
-        );
-        Ok(())
-    }
-
     fn tokenize(
         model: &PathBuf,
         prompt: Option<String>,
@@ -494,7 +349,7 @@ mod cli {
     }
 
     /// Writes to stdout; a reader that went away (`| head`) is not an error.
-    fn write_stdout(text: &str) -> lamina::Result<()> {
+    pub fn write_stdout(text: &str) -> lamina::Result<()> {
         match std::io::stdout().lock().write_all(text.as_bytes()) {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(lamina::Error::Io {
                 context: "cannot write to stdout".into(),

@@ -1,0 +1,154 @@
+//! Throughput as llama-bench measures it: `pp` evaluates a prompt of random
+//! tokens in batches from an empty cache; `tg` generates tokens one at a time
+//! from an empty cache (each step a decode with logits). A warm-up run comes
+//! first; tokens/s are averaged over the repetitions, with their sample
+//! standard deviation.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::context::{Batch, Context};
+use crate::error::{Error, Result};
+
+/// One row of results, with llama-bench's JSON keys.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BenchResult {
+    pub model_filename: String,
+    pub model_type: String,
+    pub cpu_variant: String,
+    pub n_batch: usize,
+    pub n_ubatch: usize,
+    pub n_threads: usize,
+    pub type_k: String,
+    pub type_v: String,
+    pub n_prompt: usize,
+    pub n_gen: usize,
+    pub avg_ns: f64,
+    pub stddev_ns: f64,
+    pub avg_ts: f64,
+    pub stddev_ts: f64,
+    pub samples_ns: Vec<f64>,
+    pub samples_ts: Vec<f64>,
+}
+
+/// A small deterministic generator for the random tokens (llama-bench uses
+/// `rand()`; any token ids do, speed does not depend on them).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: usize) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as u32
+    }
+}
+
+fn first_token(ctx: &Context, rng: &mut Lcg) -> u32 {
+    let vocab = &ctx.model().vocab;
+    match (vocab.add_bos, vocab.bos) {
+        (true, Some(b)) => b,
+        _ => rng.next(vocab.len()),
+    }
+}
+
+fn run_pp(ctx: &mut Context, n: usize, rng: &mut Lcg) -> Result<()> {
+    ctx.kv_clear();
+    let n_vocab = ctx.model().vocab.len();
+    let n_batch = ctx.params().n_batch;
+    let mut tokens: Vec<u32> = (0..n).map(|_| rng.next(n_vocab)).collect();
+    tokens[0] = first_token(ctx, rng);
+    for (c, chunk) in tokens.chunks(n_batch).enumerate() {
+        ctx.decode(&Batch::for_sequence(chunk, (c * n_batch) as i32, 0)?)?;
+    }
+    Ok(())
+}
+
+fn run_tg(ctx: &mut Context, n: usize, rng: &mut Lcg) -> Result<()> {
+    ctx.kv_clear();
+    let n_vocab = ctx.model().vocab.len();
+    let mut token = first_token(ctx, rng);
+    for pos in 0..n {
+        ctx.decode(&Batch::for_sequence(&[token], pos as i32, 0)?)?;
+        token = rng.next(n_vocab);
+    }
+    Ok(())
+}
+
+fn stats(samples: &[f64]) -> (f64, f64) {
+    let n = samples.len() as f64;
+    let mean = samples.iter().sum::<f64>() / n;
+    let var = if samples.len() > 1 {
+        samples.iter().map(|s| (s - mean) * (s - mean)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (mean, var.sqrt())
+}
+
+/// Runs the `pp` test (when `n_prompt` > 0) and the `tg` test (when `n_gen` >
+/// 0), `reps` times each after a warm-up.
+pub fn bench(
+    ctx: &mut Context,
+    model_filename: &str,
+    n_prompt: usize,
+    n_gen: usize,
+    reps: usize,
+) -> Result<Vec<BenchResult>> {
+    if reps == 0 {
+        return Err(Error::InvalidArgument("repetitions must be at least 1".into()));
+    }
+    if n_prompt.max(n_gen) > ctx.n_ctx() {
+        return Err(Error::InvalidArgument(format!(
+            "a test of {} tokens does not fit the context of {}",
+            n_prompt.max(n_gen),
+            ctx.n_ctx()
+        )));
+    }
+    let mut rng = Lcg(0x5eed);
+    let mut out = Vec::new();
+    for (np, ng) in [(n_prompt, 0), (0, n_gen)] {
+        if np + ng == 0 {
+            continue;
+        }
+        let run = |ctx: &mut Context, rng: &mut Lcg| {
+            if np > 0 {
+                run_pp(ctx, np, rng)
+            } else {
+                run_tg(ctx, ng, rng)
+            }
+        };
+        run(ctx, &mut rng)?;
+        let mut samples_ns = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            let t = Instant::now();
+            run(ctx, &mut rng)?;
+            samples_ns.push(t.elapsed().as_nanos() as f64);
+        }
+        let n = (np + ng) as f64;
+        let samples_ts: Vec<f64> = samples_ns.iter().map(|ns| n * 1e9 / ns).collect();
+        let (avg_ns, stddev_ns) = stats(&samples_ns);
+        let (avg_ts, stddev_ts) = stats(&samples_ts);
+        let model = ctx.model().clone();
+        let p = ctx.params();
+        out.push(BenchResult {
+            model_filename: model_filename.to_string(),
+            model_type: model.describe(),
+            cpu_variant: model.llama.kernels().variant.to_string(),
+            n_batch: p.n_batch,
+            n_ubatch: p.n_ubatch,
+            n_threads: ctx.n_threads(),
+            type_k: p.type_k.name().into(),
+            type_v: p.type_v.name().into(),
+            n_prompt: np,
+            n_gen: ng,
+            avg_ns,
+            stddev_ns,
+            avg_ts,
+            stddev_ts,
+            samples_ns,
+            samples_ts,
+        });
+    }
+    ctx.kv_clear();
+    Ok(out)
+}

@@ -1,0 +1,293 @@
+//! The commands that run a model: `run`, `bench` and `perplexity`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use lamina::backend::cpu::CpuRegistry;
+use lamina::completion::{CompletionParams, TokenEvent};
+use lamina::context::{Context, ContextParams, KvType};
+use lamina::gguf::GgufFile;
+use lamina::model::Model;
+use serde_json::json;
+
+use crate::cli::write_stdout;
+
+/// What every model-running command takes.
+#[derive(Args, Clone)]
+pub struct ModelArgs {
+    /// The GGUF model file.
+    #[arg(short, long)]
+    pub model: PathBuf,
+    /// Threads (default: the machine's cores, at most 4).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// Context size (positions in the KV cache); 0: the model's own.
+    #[arg(short = 'c', long = "ctx-size", default_value_t = 2048)]
+    pub n_ctx: usize,
+    /// Most tokens per decode.
+    #[arg(short = 'b', long = "batch-size", default_value_t = 512)]
+    pub n_batch: usize,
+    /// Most tokens per forward pass.
+    #[arg(long = "ubatch-size", visible_alias = "ub", default_value_t = 512)]
+    pub n_ubatch: usize,
+    /// K cache type: f16, f32 or q8_0.
+    #[arg(long = "cache-type-k", visible_alias = "ctk", default_value = "f16")]
+    pub type_k: String,
+    /// V cache type: f16, f32 or q8_0.
+    #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
+    pub type_v: String,
+}
+
+impl ModelArgs {
+    fn context_params(&self) -> lamina::Result<ContextParams> {
+        Ok(ContextParams {
+            n_ctx: self.n_ctx,
+            n_batch: self.n_batch,
+            n_ubatch: self.n_ubatch,
+            n_threads: self
+                .threads
+                .unwrap_or_else(lamina::context::default_threads),
+            type_k: KvType::from_name(&self.type_k)?,
+            type_v: KvType::from_name(&self.type_v)?,
+        })
+    }
+
+    /// Loads the model (a progress bar on a terminal) and makes a context.
+    pub fn open(&self, registry: &CpuRegistry) -> lamina::Result<Context> {
+        let file = Arc::new(GgufFile::open(&self.model)?);
+        let interactive = std::io::stderr().is_terminal();
+        let mut bar = |f: f32| {
+            if interactive {
+                let width = 30;
+                let filled = (f * width as f32) as usize;
+                eprint!(
+                    "\rloading [{}{}] {:>3.0}%",
+                    "#".repeat(filled),
+                    " ".repeat(width - filled),
+                    f * 100.0
+                );
+            }
+            true
+        };
+        let model = Model::load(file, *registry.cpu().kernels(), Some(&mut bar))?;
+        if interactive {
+            eprint!("\r{:60}\r", "");
+        }
+        Context::new(Arc::new(model), self.context_params()?)
+    }
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[arg(short, long)]
+    pub prompt: String,
+    /// Tokens to generate at most (-1: until end of generation).
+    #[arg(short = 'n', long, default_value_t = 64, allow_negative_numbers = true)]
+    pub n_predict: i32,
+    /// Temperature; 0 or less is greedy.
+    #[arg(long, default_value_t = 0.8)]
+    pub temp: f32,
+    #[arg(long, default_value_t = 40)]
+    pub top_k: i32,
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    #[arg(long, default_value_t = 0.05)]
+    pub min_p: f32,
+    #[arg(long, default_value_t = 1.0)]
+    pub repeat_penalty: f32,
+    /// Random seed (default: a fresh one).
+    #[arg(long)]
+    pub seed: Option<u32>,
+    /// A string that ends generation (repeatable); it is not printed.
+    #[arg(long = "stop")]
+    pub stop: Vec<String>,
+    /// Keep generating past end-of-generation tokens.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Report this many top probabilities per token (in --json).
+    #[arg(long, default_value_t = 0)]
+    pub n_probs: usize,
+    /// Treat the prompt as a user message and format it with the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// A system message for --chat.
+    #[arg(long, requires = "chat")]
+    pub system: Option<String>,
+    /// Print one JSON object at the end instead of streaming.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(registry: &CpuRegistry, a: RunArgs) -> lamina::Result<()> {
+    let mut ctx = a.model.open(registry)?;
+    let prompt = if a.chat {
+        chat_prompt(&ctx, a.system.as_deref(), &a.prompt)?
+    } else {
+        a.prompt.clone()
+    };
+    let params = CompletionParams {
+        prompt,
+        n_predict: a.n_predict,
+        sampling: lamina::sampling::SamplingParams {
+            temperature: a.temp,
+            top_k: a.top_k,
+            top_p: a.top_p,
+            min_p: a.min_p,
+            penalty_repeat: a.repeat_penalty,
+            seed: a.seed,
+            ..Default::default()
+        },
+        stop: a.stop.clone(),
+        ignore_eos: a.ignore_eos,
+        n_probs: a.n_probs,
+        ..Default::default()
+    };
+    let mut stdout = std::io::stdout().lock();
+    let json_out = a.json;
+    let result = ctx.completion(&params, |ev: &TokenEvent| {
+        if !json_out && !ev.text.is_empty() {
+            let _ = stdout.write_all(ev.text.as_bytes());
+            let _ = stdout.flush();
+        }
+    })?;
+    if json_out {
+        drop(stdout);
+        let mut v = serde_json::to_value(&result).map_err(|e| {
+            lamina::Error::InvalidArgument(format!("cannot encode the result: {e}"))
+        })?;
+        v["cpu_variant"] = json!(ctx.model().llama.kernels().variant.to_string());
+        v["n_threads"] = json!(ctx.n_threads());
+        return write_stdout(&format!("{v}\n"));
+    }
+    let _ = writeln!(stdout);
+    let t = &result.timings;
+    eprintln!(
+        "lamina: {} prompt tokens at {:.1} t/s, {} generated at {:.1} t/s ({}, variant {}, {} threads)",
+        t.prompt_n,
+        t.prompt_per_second,
+        t.predicted_n,
+        t.predicted_per_second,
+        result.stop_reason,
+        ctx.model().llama.kernels().variant,
+        ctx.n_threads()
+    );
+    Ok(())
+}
+
+fn chat_prompt(ctx: &Context, system: Option<&str>, user: &str) -> lamina::Result<String> {
+    let _ = (ctx, system, user);
+    Err(lamina::Error::InvalidArgument(
+        "--chat is not available yet".into(),
+    ))
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt tokens for the pp test (0: skip it).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 128)]
+    pub n_prompt: usize,
+    /// Generated tokens for the tg test (0: skip it).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 64)]
+    pub n_gen: usize,
+    /// Repetitions of each test.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    pub reps: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bench(registry: &CpuRegistry, a: BenchArgs) -> lamina::Result<()> {
+    let mut ctx = a.model.open(registry)?;
+    let name = file_name(&a.model.model);
+    let results = lamina::bench::bench(&mut ctx, &name, a.n_prompt, a.n_gen, a.reps)?;
+    if a.json {
+        let v = serde_json::to_string_pretty(&results).map_err(|e| {
+            lamina::Error::InvalidArgument(format!("cannot encode the results: {e}"))
+        })?;
+        return write_stdout(&format!("{v}\n"));
+    }
+    let mut text = format!(
+        "| {:<28} | {:<12} | {:>7} | {:>12} | {:>20} |\n|{:-<30}|{:-<14}|{:-<9}|{:-<14}|{:-<22}|\n",
+        "model", "variant", "threads", "test", "t/s", "", "", "", "", ""
+    );
+    for r in &results {
+        let test = if r.n_prompt > 0 {
+            format!("pp{}", r.n_prompt)
+        } else {
+            format!("tg{}", r.n_gen)
+        };
+        text += &format!(
+            "| {:<28} | {:<12} | {:>7} | {:>12} | {:>20} |\n",
+            r.model_type,
+            r.cpu_variant,
+            r.n_threads,
+            test,
+            format!("{:.2} ± {:.2}", r.avg_ts, r.stddev_ts)
+        );
+    }
+    write_stdout(&text)
+}
+
+#[derive(Args)]
+pub struct PerplexityArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The text file (one trailing newline is dropped, as llama-perplexity does).
+    #[arg(short, long)]
+    pub file: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn perplexity(registry: &CpuRegistry, a: PerplexityArgs) -> lamina::Result<()> {
+    let bytes = std::fs::read(&a.file)
+        .map_err(|e| lamina::Error::io(format!("cannot read {}", a.file.display()), e))?;
+    let mut text = String::from_utf8(bytes).map_err(|_| lamina::Error::InvalidUtf8 {
+        what: a.file.display().to_string(),
+    })?;
+    if text.ends_with('\n') {
+        text.pop();
+    }
+    // As llama-perplexity: -c is the chunk size; a batch of -b tokens runs
+    // b / c chunks at once, each in its own sequence.
+    let n_chunk = a.model.n_ctx;
+    if n_chunk == 0 {
+        return Err(lamina::Error::InvalidArgument(
+            "perplexity needs a chunk size: -c N".into(),
+        ));
+    }
+    let n_seq = (a.model.n_batch / n_chunk).clamp(1, lamina::context::kv_cache::MAX_SEQUENCES);
+    let mut args = a.model.clone();
+    args.n_ctx = n_chunk * n_seq;
+    args.n_batch = args.n_ctx.max(a.model.n_batch.min(n_chunk));
+    let mut ctx = args.open(registry)?;
+    let quiet = a.json;
+    let result = lamina::perplexity::perplexity(&mut ctx, &text, n_chunk, |i, n, ppl| {
+        if !quiet {
+            eprint!("[{i}/{n}] {ppl:.4}  ");
+        }
+        true
+    })?;
+    if a.json {
+        let v = serde_json::to_value(&result).map_err(|e| {
+            lamina::Error::InvalidArgument(format!("cannot encode the result: {e}"))
+        })?;
+        return write_stdout(&format!("{v}\n"));
+    }
+    eprintln!();
+    write_stdout(&format!(
+        "Final estimate: PPL = {:.4} +/- {:.5}\n",
+        result.ppl, result.ppl_error
+    ))
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
