@@ -223,9 +223,16 @@ impl Context {
         let t0 = Instant::now();
         let n_batch = self.params().n_batch;
         let mut pos = cached;
+        let mut aborted = false;
         for chunk in prompt_ids[cached..].chunks(n_batch) {
             let batch = Batch::for_sequence(chunk, pos as i32, 0)?;
-            self.decode(&batch)?;
+            match self.decode(&batch) {
+                Err(Error::Cancelled(_)) => {
+                    aborted = true;
+                    break;
+                }
+                other => other?,
+            }
             self.history.extend_from_slice(chunk);
             pos += chunk.len();
         }
@@ -240,7 +247,7 @@ impl Context {
         let mut probs_out = Vec::new();
         let mut stream = TextStream::new();
         let mut stops = StopMatcher::new(&params.stop);
-        let mut reason = "limit";
+        let mut reason = if aborted { "abort" } else { "limit" };
         let mut stopping_word = String::new();
         let mut n_generated_evaluated = 0;
         let limit = if params.n_predict < 0 {
@@ -248,7 +255,7 @@ impl Context {
         } else {
             params.n_predict as usize
         };
-        while generated.len() < limit {
+        while !aborted && generated.len() < limit {
             if self.abort_handle().is_aborted() {
                 reason = "abort";
                 break;
@@ -296,6 +303,10 @@ impl Context {
             if generated.len() >= limit {
                 break;
             }
+            if self.abort_handle().is_aborted() {
+                reason = "abort";
+                break;
+            }
             if pos >= n_ctx {
                 if !params.context_shift {
                     break;
@@ -303,7 +314,13 @@ impl Context {
                 self.shift_context(params.n_keep, &mut pos)?;
                 truncated = true;
             }
-            self.decode(&Batch::for_sequence(&[token], pos as i32, 0)?)?;
+            match self.decode(&Batch::for_sequence(&[token], pos as i32, 0)?) {
+                Err(Error::Cancelled(_)) => {
+                    reason = "abort";
+                    break;
+                }
+                other => other?,
+            }
             self.history.push(token);
             pos += 1;
             n_generated_evaluated += 1;

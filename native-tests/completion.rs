@@ -1,0 +1,293 @@
+//! `Context::completion` with the real SmolLM2 model: greedy ids against
+//! llama.cpp's, stop strings, end of generation, ignore_eos, n_probs, abort,
+//! the prompt cache, prompt cuts and context shifts, and timings.
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use std::sync::{Arc, OnceLock};
+
+use common::{golden_path, model_path, read_file};
+use lamina::backend::cpu::CpuDevice;
+use lamina::completion::{CompletionParams, CompletionResult};
+use lamina::context::{Context, ContextParams};
+use lamina::gguf::GgufFile;
+use lamina::model::Model;
+use lamina::sampling::SamplingParams;
+
+fn model() -> Arc<Model> {
+    static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let file = GgufFile::from_bytes(read_file(&model_path(
+                "SmolLM2-135M-Instruct.Q4_1.gguf",
+            )))
+            .unwrap();
+            let device = CpuDevice::new(None).unwrap();
+            Arc::new(Model::load(Arc::new(file), *device.kernels(), None).unwrap())
+        })
+        .clone()
+}
+
+fn context(n_ctx: usize) -> Context {
+    Context::new(
+        model(),
+        ContextParams {
+            n_ctx,
+            n_threads: if cfg!(target_arch = "wasm32") { 1 } else { 2 },
+            ..ContextParams::default()
+        },
+    )
+    .unwrap()
+}
+
+fn greedy(prompt: &str, n_predict: i32) -> CompletionParams {
+    CompletionParams {
+        prompt: prompt.into(),
+        n_predict,
+        sampling: SamplingParams {
+            temperature: 0.0,
+            ..SamplingParams::default()
+        },
+        ..CompletionParams::default()
+    }
+}
+
+fn golden(name: &str) -> serde_json::Value {
+    serde_json::from_slice(&read_file(&golden_path(&format!(
+        "smollm2/generate/{name}.json"
+    ))))
+    .unwrap()
+}
+
+fn run(ctx: &mut Context, p: &CompletionParams) -> (CompletionResult, String) {
+    let mut streamed = String::new();
+    let r = ctx.completion(p, |ev| streamed.push_str(ev.text)).unwrap();
+    (r, streamed)
+}
+
+const STEPS: i32 = if cfg!(target_arch = "x86_64") { 48 } else { 8 };
+
+/// Free-running greedy ids equal llama.cpp's up to the first step whose
+/// reference top1-top2 gap is under 0.5 (the golden README's rule).
+#[test]
+fn greedy_completions_follow_llama_cpp() {
+    let mut ctx = context(512);
+    for name in ["france", "chat", "prose", "code_fibonacci", "chat_study_tips"] {
+        let g = golden(&format!("q4_1_{name}"));
+        let want: Vec<u32> = g["generated_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect();
+        let gaps = g["top1_top2_gap_per_step"].as_array().unwrap();
+        let sure = gaps
+            .iter()
+            .position(|v| v.as_f64().unwrap() < 0.5)
+            .unwrap_or(want.len())
+            .min(STEPS as usize);
+        let (r, streamed) = run(&mut ctx, &greedy(g["prompt"].as_str().unwrap(), STEPS));
+        assert_eq!(
+            r.prompt_ids.len(),
+            g["prompt_ids"].as_array().unwrap().len(),
+            "{name}"
+        );
+        assert_eq!(&r.generated_ids[..sure], &want[..sure], "{name}");
+        assert_eq!(streamed, r.text, "{name}: streamed text is the text");
+        if r.generated_ids == want {
+            assert_eq!(r.text, g["generated_text"].as_str().unwrap(), "{name}");
+            assert_eq!(r.stopped_eos, g["stopped_at_eog"].as_bool().unwrap());
+        }
+    }
+}
+
+#[test]
+fn stop_strings_end_the_text_and_are_never_emitted() {
+    let mut ctx = context(512);
+    let prompt = "def fibonacci(n):";
+    let (free, _) = run(&mut ctx, &greedy(prompt, 24));
+    // A stop string that spans several tokens of the free-running text.
+    let text = &free.text;
+    let at = text.find("return").expect("the continuation returns something");
+    let stop = text[at..at + 9].to_string();
+    let mut p = greedy(prompt, 24);
+    p.stop = vec!["never appears".into(), stop.clone()];
+    let (r, streamed) = run(&mut ctx, &p);
+    assert!(r.stopped_word && !r.stopped_eos && !r.stopped_limit);
+    assert_eq!(r.stop_reason, "word");
+    assert_eq!(r.stopping_word, stop);
+    assert_eq!(r.text, text[..at]);
+    assert_eq!(streamed, r.text);
+    assert!(!streamed.contains(&stop));
+    assert!(r.tokens_predicted < free.tokens_predicted);
+}
+
+#[test]
+fn end_of_generation_and_ignore_eos() {
+    let mut ctx = context(512);
+    let prompt = golden("q4_1_chat")["prompt"].as_str().unwrap().to_string();
+    let (r, _) = run(&mut ctx, &greedy(&prompt, 48));
+    assert!(r.stopped_eos, "{:?}", r.text);
+    let last = *r.generated_ids.last().unwrap();
+    assert!(ctx.model().vocab.is_eog(last));
+    assert!(!r.text.contains("<|im_end|>"));
+    assert_eq!(r.tokens_predicted, r.generated_ids.len());
+    let n = r.generated_ids.len() as i32 + 5;
+    let mut p = greedy(&prompt, n);
+    p.ignore_eos = true;
+    let (r2, _) = run(&mut ctx, &p);
+    assert!(r2.stopped_limit);
+    assert_eq!(r2.tokens_predicted, n as usize);
+    assert!(r2.generated_ids.iter().all(|&t| !ctx.model().vocab.is_eog(t)));
+    assert_eq!(&r2.generated_ids[..r.generated_ids.len() - 1], &r.generated_ids[..r.generated_ids.len() - 1]);
+}
+
+#[test]
+fn n_probs_reports_the_top_probabilities() {
+    let mut ctx = context(256);
+    let mut p = greedy("The capital of France is", 4);
+    p.n_probs = 5;
+    let (r, _) = run(&mut ctx, &p);
+    assert_eq!(r.completion_probabilities.len(), 4);
+    for (probs, &id) in r.completion_probabilities.iter().zip(&r.generated_ids) {
+        assert_eq!(probs.len(), 5);
+        assert_eq!(probs[0].id, id, "greedy picks the most likely token");
+        assert!(probs.windows(2).all(|w| w[0].prob >= w[1].prob));
+        let total: f32 = probs.iter().map(|p| p.prob).sum();
+        assert!(total > 0.0 && total <= 1.0 + 1e-5);
+    }
+    assert_eq!(r.completion_probabilities[0][0].piece, " Paris");
+}
+
+#[test]
+fn an_abort_from_the_callback_stops_within_one_token() {
+    let mut ctx = context(256);
+    let handle = ctx.abort_handle();
+    let mut p = greedy("Once upon a time", 40);
+    p.ignore_eos = true;
+    let mut seen = 0;
+    let r = ctx
+        .completion(&p, |_| {
+            seen += 1;
+            if seen == 3 {
+                handle.abort();
+            }
+        })
+        .unwrap();
+    assert!(r.stopped_aborted);
+    assert_eq!(r.stop_reason, "abort");
+    assert_eq!(r.tokens_predicted, 3);
+    // The next completion starts afresh.
+    let (r, _) = run(&mut ctx, &p);
+    assert_eq!(r.tokens_predicted, 40);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn an_abort_from_another_thread() {
+    let mut ctx = context(256);
+    let handle = ctx.abort_handle();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = std::thread::spawn(move || {
+        rx.recv().unwrap();
+        handle.abort();
+    });
+    let mut p = greedy("Once upon a time", 200);
+    p.ignore_eos = true;
+    let mut sent = false;
+    let mut at = 0;
+    let r = ctx
+        .completion(&p, |_| {
+            at += 1;
+            if !sent {
+                tx.send(()).unwrap();
+                sent = true;
+            }
+        })
+        .unwrap();
+    t.join().unwrap();
+    assert!(r.stopped_aborted);
+    assert!(r.tokens_predicted < 200);
+}
+
+#[test]
+fn the_prompt_cache_reuses_the_common_prefix() {
+    let mut ctx = context(256);
+    let p = greedy("The capital of France is Paris. The capital of Italy is", 6);
+    let (first, _) = run(&mut ctx, &p);
+    assert_eq!(first.tokens_cached, 0);
+    let (again, _) = run(&mut ctx, &p);
+    assert_eq!(again.tokens_cached, again.prompt_ids.len() - 1);
+    assert_eq!(again.timings.prompt_n, 1);
+    assert_eq!(again.generated_ids, first.generated_ids);
+    let mut q = p.clone();
+    q.cache_prompt = false;
+    let (fresh, _) = run(&mut ctx, &q);
+    assert_eq!(fresh.tokens_cached, 0);
+    assert_eq!(fresh.generated_ids, first.generated_ids);
+    assert!(fresh.timings.prompt_ms > 0.0 && fresh.timings.predicted_per_second > 0.0);
+    assert_eq!(fresh.tokens_evaluated, fresh.prompt_ids.len() + 5);
+}
+
+#[test]
+fn long_prompts_are_cut_and_full_contexts_shift() {
+    let mut ctx = context(32);
+    let long = "one two three four five six seven eight nine ten ".repeat(6);
+    let mut p = greedy(&long, 4);
+    p.ignore_eos = true;
+    let (r, _) = run(&mut ctx, &p);
+    assert!(r.truncated);
+    assert!(r.prompt_ids.len() < 32);
+    assert_eq!(r.tokens_predicted, 4);
+    // Generation past the end of the context slides it.
+    let mut p = greedy("Count: 1, 2, 3,", 48);
+    p.ignore_eos = true;
+    let (r, _) = run(&mut ctx, &p);
+    assert!(r.truncated);
+    assert_eq!(r.tokens_predicted, 48);
+    assert!(ctx.kv().used() <= 32);
+    // Without the shift, generation stops at the end of the context.
+    p.context_shift = false;
+    let (r, _) = run(&mut ctx, &p);
+    assert!(r.stopped_limit && !r.truncated);
+    assert!(r.tokens_predicted < 32);
+}
+
+#[test]
+fn bad_parameters_are_errors() {
+    let mut ctx = context(64);
+    let e = ctx.completion(&greedy("", 4), |_| {}).unwrap_err();
+    assert_eq!(e.to_string(), "invalid argument: the prompt is empty");
+    let mut p = greedy("hi", 4);
+    p.sampling.mirostat = 3;
+    assert!(ctx.completion(&p, |_| {}).is_err());
+    let mut p = greedy("hi", 4);
+    p.sampling.logit_bias = vec![(1 << 20, 1.0)];
+    assert!(ctx
+        .completion(&p, |_| {})
+        .unwrap_err()
+        .to_string()
+        .contains("outside the vocabulary"));
+}
+
+#[test]
+fn seeded_sampling_is_reproducible() {
+    let mut ctx = context(128);
+    let p = CompletionParams {
+        prompt: "Once upon a time".into(),
+        n_predict: 12,
+        sampling: SamplingParams {
+            seed: Some(42),
+            ..SamplingParams::default()
+        },
+        cache_prompt: false,
+        ..CompletionParams::default()
+    };
+    let (a, _) = run(&mut ctx, &p);
+    let (b, _) = run(&mut ctx, &p);
+    assert_eq!(a.generated_ids, b.generated_ids);
+    assert_eq!(a.text, b.text);
+}
