@@ -190,6 +190,28 @@ fn vec_dot_q4_0_q8_0() {
     );
 }
 
+/// Four-row kernels equal their variant's one-row kernel bit for bit.
+#[test]
+fn vec_dot4_q4_1_q8_1_equals_four_vec_dots() {
+    let mut rng = Rng::new(0x4d0751);
+    for (variant, k) in variants() {
+        let Some(dot4) = k.vec_dot4_q4_1_q8_1 else {
+            continue;
+        };
+        for blocks in [1, 2, 3, 8, 18] {
+            let x = quantized(&random_values(&mut rng, blocks * 32), quantize::q4_1);
+            let ys: Vec<Vec<_>> = (0..4)
+                .map(|_| quantized(&random_values(&mut rng, blocks * 32), k.quantize_q8_1))
+                .collect();
+            let got = dot4(&x, [&ys[0], &ys[1], &ys[2], &ys[3]]);
+            for r in 0..4 {
+                let want = (k.vec_dot_q4_1_q8_1)(&x, &ys[r]);
+                assert_eq!(got[r].to_bits(), want.to_bits(), "{variant}: {blocks} blocks, row {r}");
+            }
+        }
+    }
+}
+
 #[test]
 fn vec_dot_q4_1_q8_1() {
     check_vec_dot(

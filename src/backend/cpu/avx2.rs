@@ -16,6 +16,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         quantize_q8_k,
         vec_dot_q4_0_q8_0,
         vec_dot_q4_1_q8_1,
+        vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
         vec_dot_q5_0_q8_0,
         vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
@@ -75,6 +76,9 @@ unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
 }
 fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     unsafe { vec_dot_q4_1_q8_1_impl(x, y) }
+}
+fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    unsafe { vec_dot4_q4_1_q8_1_impl(x, y) }
 }
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q8_0_q8_0_impl(x, y) }
@@ -368,6 +372,30 @@ unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
         |x, y| dot_u8_i8(nibbles(&x.qs), _mm256_loadu_si256(y.qs.as_ptr().cast())),
         |x, y| fp16(x.m) * fp16(y.s),
     )
+}
+
+/// `vec_dot_q4_1_q8_1_impl` for four activation rows at once: each weight
+/// block's nibbles and scales are decoded once. Per row, the accumulators,
+/// their order and the final sums are exactly `sum_blocks`'s, so each result
+/// equals the one-row kernel's bit for bit.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+    let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+    let mut more = [[0.0f32; 2]; 4];
+    for b in 0..n {
+        let k = b % 2;
+        let xb = &x[b];
+        let q = nibbles(&xb.qs);
+        let (d, m) = (fp16(xb.d), fp16(xb.m));
+        for r in 0..4 {
+            let yb = &y[r][b];
+            let term = dot_u8_i8(q, _mm256_loadu_si256(yb.qs.as_ptr().cast()));
+            acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(d * fp16(yb.d)), term, acc[r][k]);
+            more[r][k] += m * fp16(yb.s);
+        }
+    }
+    std::array::from_fn(|r| hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1]))
 }
 
 /// The 32 five-bit values of a Q5 block (0..31): nibbles, plus 16 where the

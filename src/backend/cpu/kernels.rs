@@ -17,6 +17,10 @@ pub type GemvFn<G> = fn(&[G], &[BlockQ8_0], &mut [f32]);
 /// other; output `r` of activation row `i` goes to `out[i * stride + r]`.
 pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
+/// One weight row against four activation rows: the weight's blocks are
+/// decoded once for all four. Each result equals the variant's `vec_dot` of
+/// that pair bit for bit.
+pub type VecDot4Fn<X, Y> = fn(&[X], [&[Y]; 4]) -> [f32; 4];
 
 /// Every kernel the engine calls through a variant.
 #[derive(Clone, Copy)]
@@ -27,6 +31,8 @@ pub struct Kernels {
     pub quantize_q8_k: QuantizeFn<BlockQ8K>,
     pub vec_dot_q4_0_q8_0: VecDotFn<BlockQ4_0, BlockQ8_0>,
     pub vec_dot_q4_1_q8_1: VecDotFn<BlockQ4_1, BlockQ8_1>,
+    /// Where a variant has one; else products loop over `vec_dot_q4_1_q8_1`.
+    pub vec_dot4_q4_1_q8_1: Option<VecDot4Fn<BlockQ4_1, BlockQ8_1>>,
     pub vec_dot_q5_0_q8_0: VecDotFn<BlockQ5_0, BlockQ8_0>,
     pub vec_dot_q5_1_q8_1: VecDotFn<BlockQ5_1, BlockQ8_1>,
     pub vec_dot_q8_0_q8_0: VecDotFn<BlockQ8_0, BlockQ8_0>,
@@ -54,6 +60,7 @@ impl Kernels {
             quantize_q8_k: scalar::quantize_q8_k,
             vec_dot_q4_0_q8_0: scalar::vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1: scalar::vec_dot_q4_1_q8_1,
+            vec_dot4_q4_1_q8_1: None,
             vec_dot_q5_0_q8_0: scalar::vec_dot_q5_0_q8_0,
             vec_dot_q5_1_q8_1: scalar::vec_dot_q5_1_q8_1,
             vec_dot_q8_0_q8_0: scalar::vec_dot_q8_0_q8_0,
