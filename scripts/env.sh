@@ -12,6 +12,8 @@ BINARYEN_VERSION=132.0.0
 # NEON+dotprod+i8mm; SVE at 128, 256 and 512 bits; SVE-512 without dotprod
 # (A64FX). Each with the variant the registry must select on it (and SVE bits).
 AARCH64_CPUS=(cortex-a53 neoverse-n1 "max,sve=off" "max,sve128=on" "max,sve256=on" "max,sve512=on" a64fx)
+# The model that also runs the model-heavy suites (all NEON and SVE variants).
+AARCH64_FULL_CPU="max,sve256=on"
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"
   ["max,sve128=on"]="sve 128" ["max,sve256=on"]="sve 256" ["max,sve512=on"]="sve 512"
