@@ -236,8 +236,80 @@ fn run_greedy_json() {
     assert_eq!(v["text"], " Paris.\n\nThe");
     assert_eq!(v["stop_reason"], "limit");
     assert_eq!(v["timings"]["predicted_n"], 5);
-    // A context too small for the request is an error, not a crash.
-    let out = lamina(&["run", "-m", &model, "-p", "Hello", "-n", "100", "-c", "16"]);
+    // Bad parameters are errors, not crashes.
+    let out = lamina(&["run", "-m", &model, "-p", "Hello", "--ctk", "q4_0"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("exceed the context"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported KV cache type 'q4_0'"));
+    let out = lamina(&["run", "-m", &model, "-p", "Hello", "-t", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("threads must be at least 1"));
+}
+
+/// --chat renders the prompt with the model's template; two threads and a
+/// stop string.
+#[test]
+fn run_chat_two_threads() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = stdout(&lamina(&[
+        "run", "-m", &model, "--chat", "-p", "What is 2+2?", "-n", "16", "--temp", "0", "-t", "2",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["prompt"],
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert_eq!(v["n_threads"], 2);
+    assert_eq!(v["generated_ids"][0], 504);
+    let out = stdout(&lamina(&[
+        "run", "-m", &model, "--chat", "-p", "What is 2+2?", "-n", "16", "--temp", "0",
+        "--stop", "answer", "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["text"], "The ");
+    assert_eq!(v["stop_reason"], "word");
+    assert_eq!(v["stopping_word"], "answer");
+}
+
+#[test]
+fn bench_json_has_llama_bench_keys() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = stdout(&lamina(&[
+        "bench", "-m", &model, "-p", "8", "-n", "4", "-r", "2", "-t", "1", "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0]["n_prompt"].as_u64(), rows[0]["n_gen"].as_u64()), (Some(8), Some(0)));
+    assert_eq!((rows[1]["n_prompt"].as_u64(), rows[1]["n_gen"].as_u64()), (Some(0), Some(4)));
+    for r in rows {
+        assert_eq!(r["n_threads"], 1);
+        assert!(r["avg_ts"].as_f64().unwrap() > 0.0);
+        assert!(r["stddev_ts"].as_f64().unwrap() >= 0.0);
+        assert_eq!(r["samples_ts"].as_array().unwrap().len(), 2);
+    }
+    let out = lamina(&["bench", "-m", &model, "-p", "8", "-n", "4", "-r", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// llama-perplexity's scheme on a short text: chunks of -c 16, half scored.
+#[test]
+fn perplexity_json() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let dir = std::env::temp_dir().join(format!("lamina-ppl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("text.txt");
+    std::fs::write(&text, "The cat sat on the mat. The dog sat on the log. ".repeat(6) + "\n").unwrap();
+    let out = stdout(&lamina(&[
+        "perplexity", "-m", &model, "-f", text.to_str().unwrap(), "-c", "16", "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let ppl = v["ppl"].as_f64().unwrap();
+    assert!(ppl > 1.0 && ppl < 50.0, "{ppl}");
+    assert_eq!(v["tokens_scored"].as_u64().unwrap(), v["n_chunks"].as_u64().unwrap() * 7);
+    std::fs::write(&text, "too short").unwrap();
+    let out = lamina(&["perplexity", "-m", &model, "-f", text.to_str().unwrap(), "-c", "16"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least 32"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -291,3 +291,39 @@ fn seeded_sampling_is_reproducible() {
     assert_eq!(a.generated_ids, b.generated_ids);
     assert_eq!(a.text, b.text);
 }
+
+/// Messages rendered with SmolLM2's chat template give llama.cpp's chat
+/// prompts token for token.
+#[test]
+fn chat_messages_use_the_model_template() {
+    use lamina::chat::ChatMessage;
+    let mut ctx = context(512);
+    for name in ["chat", "chat_study_tips"] {
+        let g = golden(&format!("q4_1_{name}"));
+        let prompt = g["prompt"].as_str().unwrap();
+        // Take the conversation back apart: ChatML turns.
+        let messages: Vec<ChatMessage> = prompt
+            .split("<|im_start|>")
+            .filter_map(|turn| {
+                let (role, rest) = turn.split_once('\n')?;
+                let content = rest.strip_suffix("<|im_end|>\n")?;
+                Some(ChatMessage::new(role, content))
+            })
+            .collect();
+        assert!(!messages.is_empty());
+        let p = CompletionParams {
+            messages: Some(messages),
+            ..greedy("", 2)
+        };
+        let (r, _) = run(&mut ctx, &p);
+        assert_eq!(r.prompt, prompt, "{name}");
+        let want: Vec<u64> = g["prompt_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        let got: Vec<u64> = r.prompt_ids.iter().map(|&t| t as u64).collect();
+        assert_eq!(got, want, "{name}");
+    }
+}

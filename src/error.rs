@@ -147,6 +147,11 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A chat template that does not parse, or whose rendering failed (the
+    /// template's own `raise_exception` message included).
+    #[error("chat template: {0}")]
+    ChatTemplate(String),
+
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod bench;
+pub mod chat;
 pub mod completion;
 pub mod context;
 pub mod error;

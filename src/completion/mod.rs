@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::chat::ChatMessage;
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, SamplingParams};
@@ -20,7 +21,11 @@ use stop::{Step, StopMatcher};
 
 #[derive(Clone, Debug)]
 pub struct CompletionParams {
+    /// The prompt text (ignored when `messages` is given).
     pub prompt: String,
+    /// A conversation, rendered with the model's chat template (and an
+    /// assistant turn opened) to make the prompt.
+    pub messages: Option<Vec<ChatMessage>>,
     /// Tokens to generate; negative: until something else stops it.
     pub n_predict: i32,
     pub sampling: SamplingParams,
@@ -46,6 +51,7 @@ impl Default for CompletionParams {
     fn default() -> Self {
         CompletionParams {
             prompt: String::new(),
+            messages: None,
             n_predict: -1,
             sampling: SamplingParams::default(),
             stop: Vec::new(),
@@ -132,6 +138,8 @@ pub struct CompletionResult {
     /// "eos", "word", "limit" or "abort".
     pub stop_reason: &'static str,
     pub truncated: bool,
+    /// The prompt text as evaluated (the rendered chat, for messages).
+    pub prompt: String,
     pub timings: Timings,
     /// Per generated token, when `n_probs` > 0.
     pub completion_probabilities: Vec<Vec<TokenProb>>,
@@ -184,8 +192,15 @@ impl Context {
         let model = self.model().clone();
         let vocab = &model.vocab;
         let n_vocab = model.llama.hparams.n_vocab;
-        let mut prompt_ids =
-            vocab.tokenize(&params.prompt, params.add_special, params.parse_special)?;
+        let rendered;
+        let prompt = match &params.messages {
+            Some(messages) => {
+                rendered = model.chat_template()?.apply(messages, true)?;
+                &rendered
+            }
+            None => &params.prompt,
+        };
+        let mut prompt_ids = vocab.tokenize(prompt, params.add_special, params.parse_special)?;
         if prompt_ids.is_empty() {
             return Err(Error::InvalidArgument("the prompt is empty".into()));
         }
@@ -352,6 +367,7 @@ impl Context {
             stopping_word,
             stop_reason: reason,
             truncated,
+            prompt: prompt.to_string(),
             timings: Timings::new(n_prompt_evaluated, prompt_ms, generated.len(), predicted_ms),
             completion_probabilities: probs_out,
             generated_ids: generated,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use lamina::backend::cpu::CpuRegistry;
+use lamina::chat::ChatMessage;
 use lamina::completion::{CompletionParams, TokenEvent};
 use lamina::context::{Context, ContextParams, KvType};
 use lamina::gguf::GgufFile;
@@ -124,13 +125,17 @@ pub struct RunArgs {
 
 pub fn run(registry: &CpuRegistry, a: RunArgs) -> lamina::Result<()> {
     let mut ctx = a.model.open(registry)?;
-    let prompt = if a.chat {
-        chat_prompt(&ctx, a.system.as_deref(), &a.prompt)?
-    } else {
-        a.prompt.clone()
-    };
+    let messages = a.chat.then(|| {
+        let mut m = Vec::new();
+        if let Some(s) = &a.system {
+            m.push(ChatMessage::new("system", s.as_str()));
+        }
+        m.push(ChatMessage::new("user", a.prompt.as_str()));
+        m
+    });
     let params = CompletionParams {
-        prompt,
+        prompt: a.prompt.clone(),
+        messages,
         n_predict: a.n_predict,
         sampling: lamina::sampling::SamplingParams {
             temperature: a.temp,
@@ -176,13 +181,6 @@ pub fn run(registry: &CpuRegistry, a: RunArgs) -> lamina::Result<()> {
         ctx.n_threads()
     );
     Ok(())
-}
-
-fn chat_prompt(ctx: &Context, system: Option<&str>, user: &str) -> lamina::Result<String> {
-    let _ = (ctx, system, user);
-    Err(lamina::Error::InvalidArgument(
-        "--chat is not available yet".into(),
-    ))
 }
 
 #[derive(Args)]
