@@ -251,7 +251,18 @@ fn run_greedy_json() {
 fn run_chat_two_threads() {
     let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     let out = stdout(&lamina(&[
-        "run", "-m", &model, "--chat", "-p", "What is 2+2?", "-n", "16", "--temp", "0", "-t", "2",
+        "run",
+        "-m",
+        &model,
+        "--chat",
+        "-p",
+        "What is 2+2?",
+        "-n",
+        "16",
+        "--temp",
+        "0",
+        "-t",
+        "2",
         "--json",
     ]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -262,8 +273,19 @@ fn run_chat_two_threads() {
     assert_eq!(v["n_threads"], 2);
     assert_eq!(v["generated_ids"][0], 504);
     let out = stdout(&lamina(&[
-        "run", "-m", &model, "--chat", "-p", "What is 2+2?", "-n", "16", "--temp", "0",
-        "--stop", "answer", "--json",
+        "run",
+        "-m",
+        &model,
+        "--chat",
+        "-p",
+        "What is 2+2?",
+        "-n",
+        "16",
+        "--temp",
+        "0",
+        "--stop",
+        "answer",
+        "--json",
     ]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["text"], "The ");
@@ -280,8 +302,14 @@ fn bench_json_has_llama_bench_keys() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 2);
-    assert_eq!((rows[0]["n_prompt"].as_u64(), rows[0]["n_gen"].as_u64()), (Some(8), Some(0)));
-    assert_eq!((rows[1]["n_prompt"].as_u64(), rows[1]["n_gen"].as_u64()), (Some(0), Some(4)));
+    assert_eq!(
+        (rows[0]["n_prompt"].as_u64(), rows[0]["n_gen"].as_u64()),
+        (Some(8), Some(0))
+    );
+    assert_eq!(
+        (rows[1]["n_prompt"].as_u64(), rows[1]["n_gen"].as_u64()),
+        (Some(0), Some(4))
+    );
     for r in rows {
         assert_eq!(r["n_threads"], 1);
         assert!(r["avg_ts"].as_f64().unwrap() > 0.0);
@@ -299,16 +327,38 @@ fn perplexity_json() {
     let dir = std::env::temp_dir().join(format!("lamina-ppl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let text = dir.join("text.txt");
-    std::fs::write(&text, "The cat sat on the mat. The dog sat on the log. ".repeat(6) + "\n").unwrap();
+    std::fs::write(
+        &text,
+        "The cat sat on the mat. The dog sat on the log. ".repeat(6) + "\n",
+    )
+    .unwrap();
     let out = stdout(&lamina(&[
-        "perplexity", "-m", &model, "-f", text.to_str().unwrap(), "-c", "16", "--json",
+        "perplexity",
+        "-m",
+        &model,
+        "-f",
+        text.to_str().unwrap(),
+        "-c",
+        "16",
+        "--json",
     ]));
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let ppl = v["ppl"].as_f64().unwrap();
     assert!(ppl > 1.0 && ppl < 50.0, "{ppl}");
-    assert_eq!(v["tokens_scored"].as_u64().unwrap(), v["n_chunks"].as_u64().unwrap() * 7);
+    assert_eq!(
+        v["tokens_scored"].as_u64().unwrap(),
+        v["n_chunks"].as_u64().unwrap() * 7
+    );
     std::fs::write(&text, "too short").unwrap();
-    let out = lamina(&["perplexity", "-m", &model, "-f", text.to_str().unwrap(), "-c", "16"]);
+    let out = lamina(&[
+        "perplexity",
+        "-m",
+        &model,
+        "-f",
+        text.to_str().unwrap(),
+        "-c",
+        "16",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least 32"));
     std::fs::remove_dir_all(&dir).unwrap();

@@ -21,10 +21,9 @@ fn model() -> Arc<Model> {
     static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let file = GgufFile::from_bytes(read_file(&model_path(
-                "SmolLM2-135M-Instruct.Q4_1.gguf",
-            )))
-            .unwrap();
+            let file =
+                GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf")))
+                    .unwrap();
             let device = CpuDevice::new(None).unwrap();
             Arc::new(Model::load(Arc::new(file), *device.kernels(), None).unwrap())
         })
@@ -75,7 +74,13 @@ const STEPS: i32 = if cfg!(target_arch = "x86_64") { 48 } else { 8 };
 #[test]
 fn greedy_completions_follow_llama_cpp() {
     let mut ctx = context(512);
-    for name in ["france", "chat", "prose", "code_fibonacci", "chat_study_tips"] {
+    for name in [
+        "france",
+        "chat",
+        "prose",
+        "code_fibonacci",
+        "chat_study_tips",
+    ] {
         let g = golden(&format!("q4_1_{name}"));
         let want: Vec<u32> = g["generated_ids"]
             .as_array()
@@ -111,7 +116,9 @@ fn stop_strings_end_the_text_and_are_never_emitted() {
     let (free, _) = run(&mut ctx, &greedy(prompt, 24));
     // A stop string that spans several tokens of the free-running text.
     let text = &free.text;
-    let at = text.find("return").expect("the continuation returns something");
+    let at = text
+        .find("return")
+        .expect("the continuation returns something");
     let stop = text[at..at + 9].to_string();
     let mut p = greedy(prompt, 24);
     p.stop = vec!["never appears".into(), stop.clone()];
@@ -141,8 +148,14 @@ fn end_of_generation_and_ignore_eos() {
     let (r2, _) = run(&mut ctx, &p);
     assert!(r2.stopped_limit);
     assert_eq!(r2.tokens_predicted, n as usize);
-    assert!(r2.generated_ids.iter().all(|&t| !ctx.model().vocab.is_eog(t)));
-    assert_eq!(&r2.generated_ids[..r.generated_ids.len() - 1], &r.generated_ids[..r.generated_ids.len() - 1]);
+    assert!(r2
+        .generated_ids
+        .iter()
+        .all(|&t| !ctx.model().vocab.is_eog(t)));
+    assert_eq!(
+        &r2.generated_ids[..r.generated_ids.len() - 1],
+        &r.generated_ids[..r.generated_ids.len() - 1]
+    );
 }
 
 #[test]

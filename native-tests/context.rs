@@ -58,7 +58,8 @@ fn argmax(v: &[f32]) -> u32 {
 /// Logits of the last token after decoding `ids` from an empty context.
 fn fresh_logits(model: &Arc<Model>, ids: &[u32]) -> Vec<f32> {
     let mut ctx = ctx_with(model, 64, |_| {});
-    ctx.decode(&Batch::for_sequence(ids, 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(ids, 0, 0).unwrap())
+        .unwrap();
     ctx.logits(-1).unwrap().to_vec()
 }
 
@@ -86,31 +87,48 @@ fn a_full_context_is_an_error_that_changes_nothing() {
     let ids = tokens(&m, "The capital of France is Paris, and the capital");
     assert!(ids.len() >= 9);
     let mut ctx = ctx_with(&m, 8, |_| {});
-    ctx.decode(&Batch::for_sequence(&ids[..6], 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&ids[..6], 0, 0).unwrap())
+        .unwrap();
     let e = ctx
         .decode(&Batch::for_sequence(&ids[6..9], 6, 0).unwrap())
         .unwrap_err();
-    assert!(matches!(e, Error::ContextFull { n_ctx: 8, free: 2, needed: 3 }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::ContextFull {
+                n_ctx: 8,
+                free: 2,
+                needed: 3
+            }
+        ),
+        "{e}"
+    );
     assert_eq!(
         e.to_string(),
         "the context is full: 3 positions needed, 2 of 8 free"
     );
     assert_eq!(ctx.kv().used(), 6);
     // The caller can go on with what fits: the result is as if nothing failed.
-    ctx.decode(&Batch::for_sequence(&ids[6..8], 6, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&ids[6..8], 6, 0).unwrap())
+        .unwrap();
     let got = ctx.logits(-1).unwrap().to_vec();
     assert_eq!(max_diff(&got, &fresh_logits(&m, &ids[..8])), 0.0);
     // Other errors leave it alone too.
     let mut big = Batch::new(1);
     big.add(49152, 8, &[0], true).unwrap();
-    assert!(ctx.decode(&big).unwrap_err().to_string().contains("outside the vocabulary"));
+    assert!(ctx
+        .decode(&big)
+        .unwrap_err()
+        .to_string()
+        .contains("outside the vocabulary"));
     assert!(ctx.decode(&Batch::new(1)).is_err());
     assert_eq!(ctx.kv().used(), 8);
     // Removing positions makes room again.
     ctx.kv_seq_rm(0, 4, -1).unwrap();
     assert_eq!(ctx.kv().used(), 4);
     assert_eq!(ctx.kv_seq_pos_max(0), Some(3));
-    ctx.decode(&Batch::for_sequence(&ids[4..8], 4, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&ids[4..8], 4, 0).unwrap())
+        .unwrap();
     assert_eq!(max_diff(ctx.logits(-1).unwrap(), &got), 0.0);
 }
 
@@ -119,7 +137,9 @@ fn a_batch_larger_than_n_batch_is_refused() {
     let m = model();
     let mut ctx = ctx_with(&m, 64, |p| p.n_batch = 4);
     let ids = tokens(&m, "one two three four five six");
-    let e = ctx.decode(&Batch::for_sequence(&ids[..5], 0, 0).unwrap()).unwrap_err();
+    let e = ctx
+        .decode(&Batch::for_sequence(&ids[..5], 0, 0).unwrap())
+        .unwrap_err();
     assert!(e.to_string().contains("more than n_batch = 4"), "{e}");
     assert_eq!(ctx.kv().used(), 0);
 }
@@ -137,7 +157,8 @@ fn logits_for_every_requested_position_match_token_by_token() {
     ctx.decode(&b).unwrap();
     let mut one = ctx_with(&m, 64, |_| {});
     for (i, &t) in ids.iter().enumerate() {
-        one.decode(&Batch::for_sequence(&[t], i as i32, 0).unwrap()).unwrap();
+        one.decode(&Batch::for_sequence(&[t], i as i32, 0).unwrap())
+            .unwrap();
         let d = max_diff(ctx.logits(i as i32).unwrap(), one.logits(-1).unwrap());
         assert!(d < 1e-3, "position {i}: {d}");
     }
@@ -145,7 +166,8 @@ fn logits_for_every_requested_position_match_token_by_token() {
     assert_eq!(last, ctx.logits(ids.len() as i32 - 1).unwrap());
     // Positions that did not ask have none.
     let mut ctx = ctx_with(&m, 64, |_| {});
-    ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap())
+        .unwrap();
     assert!(ctx.logits(0).is_err());
     assert!(ctx.logits(-2).is_err());
 }
@@ -155,7 +177,8 @@ fn sequences_in_one_batch_do_not_see_each_other() {
     let m = model();
     let a = tokens(&m, "The capital of France is");
     let b = tokens(&m, "def fibonacci(n):");
-    let mut ctx = ctx_with(&m, 64, |p| p.n_threads = 2);
+    let threads = if cfg!(target_arch = "wasm32") { 1 } else { 2 };
+    let mut ctx = ctx_with(&m, 64, |p| p.n_threads = threads);
     let mut batch = Batch::new(a.len() + b.len());
     for (i, &t) in a.iter().enumerate() {
         batch.add(t, i as i32, &[0], i + 1 == a.len()).unwrap();
@@ -180,7 +203,8 @@ fn a_copied_prefix_is_shared_and_continues_independently() {
     let prefix = tokens(&m, "My favourite colour is");
     let next = tokens(&m, " blue green");
     let mut ctx = ctx_with(&m, 64, |_| {});
-    ctx.decode(&Batch::for_sequence(&prefix, 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&prefix, 0, 0).unwrap())
+        .unwrap();
     ctx.kv_seq_cp(0, 1, -1, -1).unwrap();
     assert_eq!(ctx.kv().used(), prefix.len());
     let p = prefix.len() as i32;
@@ -200,10 +224,14 @@ fn a_copied_prefix_is_shared_and_continues_independently() {
 #[test]
 fn shifting_a_sequence_re_rotates_its_keys() {
     let m = model();
-    let ids = tokens(&m, "Once upon a time, in a land far away, there lived a king who");
+    let ids = tokens(
+        &m,
+        "Once upon a time, in a land far away, there lived a king who",
+    );
     let n = ids.len();
     let mut ctx = ctx_with(&m, 64, |_| {});
-    ctx.decode(&Batch::for_sequence(&ids[..n - 1], 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&ids[..n - 1], 0, 0).unwrap())
+        .unwrap();
     // Move every position up by 10: attention depends on relative positions
     // only, so the next token's logits are what they were, up to rounding
     // (keys rounded to f16 twice; Q8 activations amplify that), held to the
@@ -235,24 +263,40 @@ fn f32_and_q8_0_caches_agree_with_f16() {
     let m = model();
     let ids = tokens(&m, "The quick brown fox jumps over the lazy");
     let want = fresh_logits(&m, &ids);
-    for (k, v) in [(KvType::F32, KvType::F32), (KvType::Q8_0, KvType::Q8_0), (KvType::Q8_0, KvType::F16)] {
+    for (k, v) in [
+        (KvType::F32, KvType::F32),
+        (KvType::Q8_0, KvType::Q8_0),
+        (KvType::Q8_0, KvType::F16),
+    ] {
         let mut ctx = ctx_with(&m, 64, |p| {
             p.type_k = k;
             p.type_v = v;
         });
-        ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap()).unwrap();
+        ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap())
+            .unwrap();
         let got = ctx.logits(-1).unwrap();
         // f32 holds more than f16: the golden README's bounds for a quantized
         // model's logits. q8_0 loses more (by design, as in llama.cpp): twice those.
-        let (max_abs, max_rms) = if k == KvType::Q8_0 { (3.0, 1.0) } else { (1.5, 0.5) };
+        let (max_abs, max_rms) = if k == KvType::Q8_0 {
+            (3.0, 1.0)
+        } else {
+            (1.5, 0.5)
+        };
         let d = max_diff(got, &want);
-        let rms = (got.iter().zip(&want).map(|(a, b)| (a - b) * (a - b)).sum::<f32>()
+        let rms = (got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f32>()
             / got.len() as f32)
             .sqrt();
         assert!(d <= max_abs && rms <= max_rms, "{k:?}/{v:?}: {d} {rms}");
         assert_eq!(argmax(got), argmax(&want), "{k:?}/{v:?}");
     }
-    assert!(KvType::from_name("q4_0").unwrap_err().to_string().contains("q4_0"));
+    assert!(KvType::from_name("q4_0")
+        .unwrap_err()
+        .to_string()
+        .contains("q4_0"));
 }
 
 #[test]
@@ -262,11 +306,14 @@ fn an_abort_stops_decoding_and_takes_nothing() {
     let mut ctx = ctx_with(&m, 64, |_| {});
     let handle = ctx.abort_handle();
     handle.abort();
-    let e = ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap()).unwrap_err();
+    let e = ctx
+        .decode(&Batch::for_sequence(&ids, 0, 0).unwrap())
+        .unwrap_err();
     assert_eq!(e.to_string(), "decoding was cancelled");
     assert_eq!(ctx.kv().used(), 0);
     handle.reset();
-    ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap())
+        .unwrap();
 }
 
 #[test]
@@ -287,7 +334,9 @@ fn loading_reports_progress_and_can_be_cancelled() {
         calls += 1;
         calls < 5
     };
-    let e = Model::load(file(), *device.kernels(), Some(&mut stop)).err().unwrap();
+    let e = Model::load(file(), *device.kernels(), Some(&mut stop))
+        .err()
+        .unwrap();
     assert_eq!(e.to_string(), "loading the model was cancelled");
 }
 
@@ -306,7 +355,9 @@ fn unknown_architectures_are_named() {
     }
     let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
     let device = CpuDevice::new(None).unwrap();
-    let e = Model::load(Arc::new(f), *device.kernels(), None).err().unwrap();
+    let e = Model::load(Arc::new(f), *device.kernels(), None)
+        .err()
+        .unwrap();
     assert_eq!(
         e.to_string(),
         "invalid argument: unsupported model architecture 'mamba' (supported: llama)"
@@ -328,7 +379,9 @@ fn q4_0_weights_are_repacked_for_variants_with_a_layout() {
     let scalar = Arc::new(
         Model::load(
             q4,
-            device.kernels_for(lamina::backend::cpu::CpuVariant::Scalar).unwrap(),
+            device
+                .kernels_for(lamina::backend::cpu::CpuVariant::Scalar)
+                .unwrap(),
             None,
         )
         .unwrap(),

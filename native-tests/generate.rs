@@ -117,13 +117,20 @@ fn check_prompt(name: &str, steps: usize) {
 }
 
 /// As llama.cpp's probe: the whole prompt in one decode, then one token at a time.
-fn check_prompt_with(model: &Arc<Model>, name: &str, steps: usize, tol: &Tolerance, threads: usize) {
+fn check_prompt_with(
+    model: &Arc<Model>,
+    name: &str,
+    steps: usize,
+    tol: &Tolerance,
+    threads: usize,
+) {
     let mut ctx = context(model, threads);
     let g = golden(name);
     let prompt = ids(&g["prompt_ids"]);
     let generated = ids(&g["generated_ids"]);
     let top5 = g["step_top5"].as_array().unwrap();
-    ctx.decode(&Batch::for_sequence(&prompt, 0, 0).unwrap()).unwrap();
+    ctx.decode(&Batch::for_sequence(&prompt, 0, 0).unwrap())
+        .unwrap();
     let mut logits = ctx.logits(-1).unwrap().to_vec();
     let reference: Vec<f32> = read_file(&golden_path(&format!(
         "smollm2/generate/{name}.last_prompt_logits.f32"
@@ -241,7 +248,11 @@ fn every_variant_at_one_and_two_threads() {
     } else {
         (&["q4_1_france"], 4)
     };
-    let threads: &[usize] = if cfg!(target_arch = "wasm32") { &[1] } else { &[1, 2] };
+    let threads: &[usize] = if cfg!(target_arch = "wasm32") {
+        &[1]
+    } else {
+        &[1, 2]
+    };
     for variant in CpuVariant::ALL {
         if !variant.supported(device.features()) {
             continue;
@@ -293,6 +304,10 @@ fn perplexity_q4_1() {
     assert_eq!(r.n_chunks, chunks);
     assert_eq!(r.tokens_scored, chunks * 63);
     let rel = (r.ppl - reference).abs() / reference;
-    eprintln!("perplexity over {chunks} chunks: {:.4} vs llama.cpp {reference} ({:.3}%)", r.ppl, rel * 100.0);
+    eprintln!(
+        "perplexity over {chunks} chunks: {:.4} vs llama.cpp {reference} ({:.3}%)",
+        r.ppl,
+        rel * 100.0
+    );
     assert!(rel <= 0.01, "perplexity {} vs {reference}", r.ppl);
 }

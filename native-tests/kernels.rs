@@ -206,7 +206,11 @@ fn vec_dot4_q4_1_q8_1_equals_four_vec_dots() {
             let got = dot4(&x, [&ys[0], &ys[1], &ys[2], &ys[3]]);
             for r in 0..4 {
                 let want = (k.vec_dot_q4_1_q8_1)(&x, &ys[r]);
-                assert_eq!(got[r].to_bits(), want.to_bits(), "{variant}: {blocks} blocks, row {r}");
+                assert_eq!(
+                    got[r].to_bits(),
+                    want.to_bits(),
+                    "{variant}: {blocks} blocks, row {r}"
+                );
             }
         }
     }

@@ -4,12 +4,11 @@
 //! first; tokens/s are averaged over the repetitions, with their sample
 //! standard deviation.
 
-use std::time::Instant;
-
 use serde::Serialize;
 
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
+use crate::stopwatch::Stopwatch;
 
 /// One row of results, with llama-bench's JSON keys.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -38,7 +37,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, n: usize) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % n as u64) as u32
     }
 }
@@ -95,7 +97,9 @@ pub fn bench(
     reps: usize,
 ) -> Result<Vec<BenchResult>> {
     if reps == 0 {
-        return Err(Error::InvalidArgument("repetitions must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "repetitions must be at least 1".into(),
+        ));
     }
     if n_prompt.max(n_gen) > ctx.n_ctx() {
         return Err(Error::InvalidArgument(format!(
@@ -120,9 +124,9 @@ pub fn bench(
         run(ctx, &mut rng)?;
         let mut samples_ns = Vec::with_capacity(reps);
         for _ in 0..reps {
-            let t = Instant::now();
+            let t = Stopwatch::start();
             run(ctx, &mut rng)?;
-            samples_ns.push(t.elapsed().as_nanos() as f64);
+            samples_ns.push(t.elapsed_ms() * 1e6);
         }
         let n = (np + ng) as f64;
         let samples_ts: Vec<f64> = samples_ns.iter().map(|ns| n * 1e9 / ns).collect();

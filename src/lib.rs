@@ -15,6 +15,7 @@ pub mod parallel;
 pub mod perplexity;
 pub mod requantize;
 pub mod sampling;
+pub mod stopwatch;
 pub mod tensor;
 pub mod tokenizer;
 

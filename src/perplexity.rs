@@ -69,7 +69,11 @@ pub fn perplexity(
         let chunks = n_seq.min(n_chunks - group);
         ctx.kv_clear();
         // Pieces of at most n_batch tokens: whole chunks, or parts of one.
-        let piece = if chunks > 1 { chunks * n_ctx } else { n_batch.min(n_ctx) };
+        let piece = if chunks > 1 {
+            chunks * n_ctx
+        } else {
+            n_batch.min(n_ctx)
+        };
         let mut start = 0;
         while start < chunks * n_ctx {
             let end = (start + piece).min(chunks * n_ctx);

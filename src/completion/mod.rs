@@ -8,14 +8,13 @@
 
 pub mod stop;
 
-use std::time::Instant;
-
 use serde::Serialize;
 
 use crate::chat::ChatMessage;
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
 use crate::sampling::{Sampler, SamplingParams};
+use crate::stopwatch::Stopwatch;
 use crate::tokenizer::TextStream;
 use stop::{Step, StopMatcher};
 
@@ -152,10 +151,16 @@ fn top_probs(ctx: &Context, logits: &[f32], n: usize) -> Vec<TokenProb> {
     let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
     let n = n.min(ids.len());
     ids.select_nth_unstable_by(n.saturating_sub(1), |&a, &b| {
-        logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b))
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
     });
     ids.truncate(n);
-    ids.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
+    ids.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
     let vocab = &ctx.model().vocab;
     ids.into_iter()
         .map(|id| TokenProb {
@@ -169,7 +174,12 @@ fn top_probs(ctx: &Context, logits: &[f32], n: usize) -> Vec<TokenProb> {
 /// llama.cpp server's cut of a prompt that does not fit: keep `n_keep`
 /// tokens, drop whole blocks of half the remaining context after them.
 fn cut_prompt(ids: &[u32], n_ctx: usize, n_keep: i32) -> Vec<u32> {
-    let n_keep = if n_keep < 0 { ids.len() } else { n_keep as usize }.min(n_ctx.saturating_sub(4));
+    let n_keep = if n_keep < 0 {
+        ids.len()
+    } else {
+        n_keep as usize
+    }
+    .min(n_ctx.saturating_sub(4));
     let n_left = n_ctx - n_keep;
     let block = (n_left / 2).max(1);
     let erased = (ids.len() - n_keep - block) / block;
@@ -235,7 +245,7 @@ impl Context {
         self.kv_mut().seq_rm(0, cached as i32, -1)?;
         self.history.truncate(cached);
 
-        let t0 = Instant::now();
+        let t0 = Stopwatch::start();
         let n_batch = self.params().n_batch;
         let mut pos = cached;
         let mut aborted = false;
@@ -254,10 +264,10 @@ impl Context {
         for &t in &prompt_ids {
             sampler.accept(t);
         }
-        let prompt_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let prompt_ms = t0.elapsed_ms();
         let n_prompt_evaluated = prompt_ids.len() - cached;
 
-        let t1 = Instant::now();
+        let t1 = Stopwatch::start();
         let mut generated = Vec::new();
         let mut probs_out = Vec::new();
         let mut stream = TextStream::new();
@@ -353,7 +363,7 @@ impl Context {
             }
             text.push_str(stops.text());
         }
-        let predicted_ms = t1.elapsed().as_secs_f64() * 1e3;
+        let predicted_ms = t1.elapsed_ms();
         Ok(CompletionResult {
             text,
             tokens_predicted: generated.len(),

@@ -46,7 +46,9 @@ impl StopMatcher {
                 while !self.text.is_char_boundary(from) {
                     from -= 1;
                 }
-                self.text[from..].find(stop.as_str()).map(|at| (from + at, stop))
+                self.text[from..]
+                    .find(stop.as_str())
+                    .map(|at| (from + at, stop))
             })
             .min_by_key(|(at, _)| *at);
         if let Some((at, stop)) = earliest {

@@ -216,7 +216,11 @@ impl KvCache {
     /// Removes sequence `seq`'s positions in `[p0, p1)` (negative bounds are
     /// open); `seq < 0` removes them from every sequence.
     pub fn seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> Result<()> {
-        let mask = if seq < 0 { u64::MAX } else { seq_bit(seq as SeqId)? };
+        let mask = if seq < 0 {
+            u64::MAX
+        } else {
+            seq_bit(seq as SeqId)?
+        };
         for c in &mut self.cells {
             if c.seqs & mask != 0 && in_range(c.pos, p0, p1) {
                 c.seqs &= !mask;

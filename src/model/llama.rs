@@ -194,7 +194,12 @@ impl LlamaModel {
             )));
         }
 
-        let total: usize = file.tensors().iter().map(|t| t.n_bytes as usize).sum::<usize>().max(1);
+        let total: usize = file
+            .tensors()
+            .iter()
+            .map(|t| t.n_bytes as usize)
+            .sum::<usize>()
+            .max(1);
         let mut done = 0usize;
         let mut progress = progress;
         let mut step = |bytes: usize| -> Result<()> {
@@ -220,7 +225,9 @@ impl LlamaModel {
             match kernels.repack {
                 Some(layout) if t.dtype == DType::Q4_0 && t.rows % layout.rows() == 0 => {
                     let blocks = as_blocks::<BlockQ4_0>(&file.bytes()[t.range.clone()])?;
-                    Ok(Matrix::Repacked(RepackedQ4_0::new(blocks, t.rows, t.cols, layout)?))
+                    Ok(Matrix::Repacked(RepackedQ4_0::new(
+                        blocks, t.rows, t.cols, layout,
+                    )?))
                 }
                 _ => Ok(Matrix::Mapped(t)),
             }
@@ -240,11 +247,21 @@ impl LlamaModel {
                 up: m("ffn_up")?,
                 down: m("ffn_down")?,
             };
-            let bytes: usize = ["attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"]
-                .iter()
-                .filter_map(|n| t(n).ok())
-                .map(|t| t.range.len())
-                .sum();
+            let bytes: usize = [
+                "attn_norm",
+                "attn_q",
+                "attn_k",
+                "attn_v",
+                "attn_output",
+                "ffn_norm",
+                "ffn_gate",
+                "ffn_up",
+                "ffn_down",
+            ]
+            .iter()
+            .filter_map(|n| t(n).ok())
+            .map(|t| t.range.len())
+            .sum();
             layers.push(layer);
             step(bytes)?;
         }
@@ -408,7 +425,14 @@ impl LlamaModel {
             rms_norm(&x[i * d..(i + 1) * d], &self.output_norm, h.rms_eps, dst);
         }
         let mut logits = vec![0.0f32; n_out * h.n_vocab];
-        matmul(k, workers, self.mat(&self.output), &last, n_out, &mut logits)?;
+        matmul(
+            k,
+            workers,
+            self.mat(&self.output),
+            &last,
+            n_out,
+            &mut logits,
+        )?;
         Ok(logits)
     }
 }

@@ -186,7 +186,9 @@ fn mapped_rows(
         (DType::F32, Activations::F32(y)) => {
             let mut wr = vec![0.0f32; w.cols];
             for (j, r) in rows.enumerate() {
-                float_row(w, r, &mut wr, |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                float_row(w, r, &mut wr, |b| {
+                    f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+                });
                 for (i, yi) in y.chunks_exact(w.cols).enumerate() {
                     out[i * len + j] = (k.vec_dot_f32)(&wr, yi);
                 }

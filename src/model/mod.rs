@@ -39,7 +39,11 @@ impl Model {
     /// The model's chat template (ChatML when it has none, as llama.cpp),
     /// with its BOS and EOS token texts.
     pub fn chat_template(&self) -> Result<crate::chat::ChatTemplate> {
-        let text = |id: Option<u32>| id.and_then(|t| self.vocab.token_text(t)).unwrap_or("").to_string();
+        let text = |id: Option<u32>| {
+            id.and_then(|t| self.vocab.token_text(t))
+                .unwrap_or("")
+                .to_string()
+        };
         crate::chat::ChatTemplate::from_metadata(
             self.llama.file().metadata(),
             &text(self.vocab.bos),

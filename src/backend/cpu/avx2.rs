@@ -395,7 +395,9 @@ unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32
             more[r][k] += m * fp16(yb.s);
         }
     }
-    std::array::from_fn(|r| hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1]))
+    std::array::from_fn(|r| {
+        hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1])
+    })
 }
 
 /// The 32 five-bit values of a Q5 block (0..31): nibbles, plus 16 where the

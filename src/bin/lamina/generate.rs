@@ -286,6 +286,8 @@ pub fn perplexity(registry: &CpuRegistry, a: PerplexityArgs) -> lamina::Result<(
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name()
-        .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
