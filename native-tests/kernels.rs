@@ -191,29 +191,60 @@ fn vec_dot_q4_0_q8_0() {
 }
 
 /// Four-row kernels equal their variant's one-row kernel bit for bit.
-#[test]
-fn vec_dot4_q4_1_q8_1_equals_four_vec_dots() {
+fn check_dot4<X: Block + Copy, Y: Block + Copy>(
+    name: &str,
+    dot4: impl Fn(&Kernels) -> Option<fn(&[X], [&[Y]; 4]) -> [f32; 4]>,
+    dot: impl Fn(&Kernels) -> VecDotFn<X, Y>,
+    weights: fn(&[f32]) -> Vec<X>,
+    acts: impl Fn(&Kernels, &[f32]) -> Vec<Y>,
+) -> usize {
     let mut rng = Rng::new(0x4d0751);
+    let mut checked = 0;
     for (variant, k) in variants() {
-        let Some(dot4) = k.vec_dot4_q4_1_q8_1 else {
+        let Some(dot4) = dot4(&k) else {
             continue;
         };
         for blocks in [1, 2, 3, 8, 18] {
-            let x = quantized(&random_values(&mut rng, blocks * 32), quantize::q4_1);
-            let ys: Vec<Vec<_>> = (0..4)
-                .map(|_| quantized(&random_values(&mut rng, blocks * 32), k.quantize_q8_1))
+            let x = weights(&random_values(&mut rng, blocks * 32));
+            let ys: Vec<Vec<Y>> = (0..4)
+                .map(|_| acts(&k, &random_values(&mut rng, blocks * 32)))
                 .collect();
             let got = dot4(&x, [&ys[0], &ys[1], &ys[2], &ys[3]]);
             for r in 0..4 {
-                let want = (k.vec_dot_q4_1_q8_1)(&x, &ys[r]);
+                let want = dot(&k)(&x, &ys[r]);
                 assert_eq!(
                     got[r].to_bits(),
                     want.to_bits(),
-                    "{variant}: {blocks} blocks, row {r}"
+                    "{name} {variant}: {blocks} blocks, row {r}"
                 );
             }
         }
+        checked += 1;
     }
+    checked
+}
+
+#[test]
+fn four_row_dots_equal_four_vec_dots() {
+    let n = check_dot4(
+        "q4_1",
+        |k| k.vec_dot4_q4_1_q8_1,
+        |k| k.vec_dot_q4_1_q8_1,
+        |x| quantized(x, quantize::q4_1),
+        |k, x| quantized(x, k.quantize_q8_1),
+    ) + check_dot4(
+        "q8_0",
+        |k| k.vec_dot4_q8_0_q8_0,
+        |k| k.vec_dot_q8_0_q8_0,
+        |x| quantized(x, quantize::q8_0),
+        |k, x| quantized(x, k.quantize_q8_0),
+    );
+    // Every SIMD variant has at least its Q4_1 one.
+    let simd = variants()
+        .iter()
+        .filter(|(v, _)| *v != CpuVariant::Scalar)
+        .count();
+    assert!(n >= simd, "{n} four-row kernels checked for {simd} SIMD variants");
 }
 
 #[test]

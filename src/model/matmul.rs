@@ -164,7 +164,10 @@ fn mapped_rows(
     match (w.dtype, x) {
         (DType::Q4_0, Activations::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q4_0_q8_0),
         (DType::Q5_0, Activations::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_0_q8_0),
-        (DType::Q8_0, Activations::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q8_0_q8_0),
+        (DType::Q8_0, Activations::Q8_0(y)) => match k.vec_dot4_q8_0_q8_0 {
+            Some(dot4) => rows_times4(w, rows, y, out, k.vec_dot_q8_0_q8_0, dot4),
+            None => rows_times(w, rows, y, out, k.vec_dot_q8_0_q8_0),
+        },
         (DType::Q4_1, Activations::Q8_1(y)) => match k.vec_dot4_q4_1_q8_1 {
             Some(dot4) => rows_times4(w, rows, y, out, k.vec_dot_q4_1_q8_1, dot4),
             None => rows_times(w, rows, y, out, k.vec_dot_q4_1_q8_1),

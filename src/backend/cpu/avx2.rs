@@ -20,6 +20,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q5_0_q8_0,
         vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
+        vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
         vec_dot_f32,
         vec_dot_f16,
         vec_dot_q4_k_q8_k,
@@ -82,6 +83,9 @@ fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
 }
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q8_0_q8_0_impl(x, y) }
+}
+fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    unsafe { vec_dot4_q8_0_q8_0_impl(x, y) }
 }
 fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { vec_dot_q5_0_q8_0_impl(x, y) }
@@ -371,6 +375,54 @@ unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
         |x, y| fp16(x.d) * fp16(y.d),
         |x, y| dot_u8_i8(nibbles(&x.qs), _mm256_loadu_si256(y.qs.as_ptr().cast())),
         |x, y| fp16(x.m) * fp16(y.s),
+    )
+}
+
+/// `sum_blocks` for one weight row and four activation rows: `prep` decodes a
+/// weight block once, `term` meets it with each activation block. Per row the
+/// accumulators and their order are `sum_blocks`'s, so each result equals the
+/// one-row kernel's bit for bit.
+#[inline(always)]
+unsafe fn sum_blocks4<X, Y, P>(
+    x: &[X],
+    y: [&[Y]; 4],
+    prep: impl Fn(&X) -> P,
+    scale: impl Fn(&X, &Y) -> f32,
+    term: impl Fn(&P, &Y) -> __m256,
+    extra: impl Fn(&X, &Y) -> f32,
+) -> [f32; 4] {
+    let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+    let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+    let mut more = [[0.0f32; 2]; 4];
+    for b in 0..n {
+        let k = b % 2;
+        let xb = &x[b];
+        let p = prep(xb);
+        for r in 0..4 {
+            let yb = &y[r][b];
+            acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(scale(xb, yb)), term(&p, yb), acc[r][k]);
+            more[r][k] += extra(xb, yb);
+        }
+    }
+    std::array::from_fn(|r| hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1]))
+}
+
+/// The Q8_0 dot for four activation rows (the weight block loaded once).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn vec_dot4_q8_0_q8_0_impl(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    sum_blocks4(
+        x,
+        y,
+        |x| {
+            let q = _mm256_loadu_si256(x.qs.as_ptr().cast());
+            (_mm256_sign_epi8(q, q), q)
+        },
+        |x, y| fp16(x.d) * fp16(y.d),
+        |&(abs, q), y| {
+            let yq = _mm256_loadu_si256(y.qs.as_ptr().cast());
+            dot_u8_i8(abs, _mm256_sign_epi8(yq, q))
+        },
+        |_, _| 0.0,
     )
 }
 

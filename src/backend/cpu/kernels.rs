@@ -36,6 +36,8 @@ pub struct Kernels {
     pub vec_dot_q5_0_q8_0: VecDotFn<BlockQ5_0, BlockQ8_0>,
     pub vec_dot_q5_1_q8_1: VecDotFn<BlockQ5_1, BlockQ8_1>,
     pub vec_dot_q8_0_q8_0: VecDotFn<BlockQ8_0, BlockQ8_0>,
+    /// Where a variant has one; else products loop over `vec_dot_q8_0_q8_0`.
+    pub vec_dot4_q8_0_q8_0: Option<VecDot4Fn<BlockQ8_0, BlockQ8_0>>,
     pub vec_dot_q4_k_q8_k: VecDotFn<BlockQ4K, BlockQ8K>,
     pub vec_dot_q5_k_q8_k: VecDotFn<BlockQ5K, BlockQ8K>,
     pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
@@ -64,6 +66,7 @@ impl Kernels {
             vec_dot_q5_0_q8_0: scalar::vec_dot_q5_0_q8_0,
             vec_dot_q5_1_q8_1: scalar::vec_dot_q5_1_q8_1,
             vec_dot_q8_0_q8_0: scalar::vec_dot_q8_0_q8_0,
+            vec_dot4_q8_0_q8_0: None,
             vec_dot_q4_k_q8_k: scalar::vec_dot_q4_k_q8_k,
             vec_dot_q5_k_q8_k: scalar::vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,

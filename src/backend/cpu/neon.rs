@@ -20,9 +20,11 @@ pub fn kernels(base: Kernels) -> Kernels {
         quantize_q8_k,
         vec_dot_q4_0_q8_0,
         vec_dot_q4_1_q8_1,
+        vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
         vec_dot_q5_0_q8_0,
         vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
+        vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
         vec_dot_f32,
         vec_dot_f16,
         vec_dot_q4_k_q8_k,
@@ -37,7 +39,9 @@ pub fn dotprod_kernels(base: Kernels) -> Kernels {
     Kernels {
         vec_dot_q4_0_q8_0: vec_dot_q4_0_q8_0_sdot,
         vec_dot_q4_1_q8_1: vec_dot_q4_1_q8_1_sdot,
+        vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1_sdot),
         vec_dot_q8_0_q8_0: vec_dot_q8_0_q8_0_sdot,
+        vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0_sdot),
         gemv_q4_0_x4i4,
         gemv_q4_0_x4i8,
         ..kernels(base)
@@ -87,6 +91,23 @@ fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     unsafe { q4_1_sum(x, y, |x, y| q4_1_dot(x, y)) }
 }
+fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    unsafe { q4_1_sum4(x, y, |q, y| dot16(q.0, vld1q_s8(y.qs.as_ptr())), |q, y| dot16(q.1, vld1q_s8(y.qs.as_ptr().add(16)))) }
+}
+fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    unsafe {
+        q8_0_sum4(x, y, |q, y| {
+            let s0 = dot16(q.0, vld1q_s8(y.qs.as_ptr()));
+            vaddq_s32(s0, dot16(q.1, vld1q_s8(y.qs.as_ptr().add(16))))
+        })
+    }
+}
+fn vec_dot4_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    unsafe { q8_0_rows4_sdot(x, y) }
+}
+fn vec_dot4_q4_1_q8_1_sdot(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    unsafe { q4_1_rows4_sdot(x, y) }
+}
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     unsafe { q8_0_sum(x, y, |x, y| q8_dot(&x.qs, &y.qs)) }
 }
@@ -124,6 +145,22 @@ unsafe fn q4_0_rows_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 #[target_feature(enable = "dotprod")]
 unsafe fn q4_1_rows_sdot(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     q4_1_sum(x, y, |x, y| q4_1_dot_sdot(x, y))
+}
+#[target_feature(enable = "dotprod")]
+unsafe fn q4_1_rows4_sdot(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    q4_1_sum4(
+        x,
+        y,
+        |q, y| sdot16(vdupq_n_s32(0), q.0, vld1q_s8(y.qs.as_ptr())),
+        |q, y| sdot16(vdupq_n_s32(0), q.1, vld1q_s8(y.qs.as_ptr().add(16))),
+    )
+}
+#[target_feature(enable = "dotprod")]
+unsafe fn q8_0_rows4_sdot(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    q8_0_sum4(x, y, |q, y| {
+        let acc = sdot16(vdupq_n_s32(0), q.0, vld1q_s8(y.qs.as_ptr()));
+        sdot16(acc, q.1, vld1q_s8(y.qs.as_ptr().add(16)))
+    })
 }
 #[target_feature(enable = "dotprod")]
 unsafe fn q8_0_rows_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
@@ -205,6 +242,54 @@ unsafe fn q4_1_sum(
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         sum += (fp16(x.d) * fp16(y.d)) * dot(x, y) as f32 + fp16(x.m) * fp16(y.s);
+    }
+    sum
+}
+
+/// `q4_1_sum` for one weight row and four activation rows: each weight block's
+/// nibbles and scales are decoded once. `lo`/`hi` give the lane sums of the
+/// low and high halves; per row, the integer sum and the float operations are
+/// the one-row kernel's, so each result equals it bit for bit.
+#[inline(always)]
+unsafe fn q4_1_sum4(
+    x: &[BlockQ4_1],
+    y: [&[BlockQ8_1]; 4],
+    lo: impl Fn(&(int8x16_t, int8x16_t), &BlockQ8_1) -> int32x4_t,
+    hi: impl Fn(&(int8x16_t, int8x16_t), &BlockQ8_1) -> int32x4_t,
+) -> [f32; 4] {
+    let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+    let mut sum = [0.0f32; 4];
+    for b in 0..n {
+        let xb = &x[b];
+        let q = nibbles(&xb.qs);
+        let (d, m) = (fp16(xb.d), fp16(xb.m));
+        for r in 0..4 {
+            let yb = &y[r][b];
+            let sumi = vaddvq_s32(vaddq_s32(lo(&q, yb), hi(&q, yb)));
+            sum[r] += (d * fp16(yb.d)) * sumi as f32 + m * fp16(yb.s);
+        }
+    }
+    sum
+}
+
+/// `q8_0_sum` for four activation rows (the weight block loaded once); per
+/// row the same integer sum and float operations, so results are bit-equal.
+#[inline(always)]
+unsafe fn q8_0_sum4(
+    x: &[BlockQ8_0],
+    y: [&[BlockQ8_0]; 4],
+    lanes: impl Fn(&(int8x16_t, int8x16_t), &BlockQ8_0) -> int32x4_t,
+) -> [f32; 4] {
+    let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+    let mut sum = [0.0f32; 4];
+    for b in 0..n {
+        let xb = &x[b];
+        let q = (vld1q_s8(xb.qs.as_ptr()), vld1q_s8(xb.qs.as_ptr().add(16)));
+        let d = fp16(xb.d);
+        for r in 0..4 {
+            let yb = &y[r][b];
+            sum[r] += vaddvq_s32(lanes(&q, yb)) as f32 * (d * fp16(yb.d));
+        }
     }
     sum
 }

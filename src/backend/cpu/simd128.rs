@@ -21,6 +21,7 @@ mod imp {
             quantize_q8_k,
             vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1,
+            vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
             vec_dot_q5_0_q8_0,
             vec_dot_q5_1_q8_1,
             vec_dot_q8_0_q8_0,
@@ -184,6 +185,24 @@ mod imp {
                 dot16(i8x16_sub(hi, eight), load16(&y.qs[16..])),
             );
             sum += hsum_i32(s) as f32 * x.d.to_f32() * y.d.to_f32();
+        }
+        sum
+    }
+
+    /// Four activation rows per weight row, each summed exactly as
+    /// `vec_dot_q4_1_q8_1` sums it.
+    fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+        let mut sum = [0.0f32; 4];
+        for b in 0..n {
+            let xb = &x[b];
+            let (lo, hi) = nibbles(&xb.qs);
+            let (d, m) = (xb.d.to_f32(), xb.m.to_f32());
+            for r in 0..4 {
+                let yb = &y[r][b];
+                let s = i32x4_add(dot16(lo, load16(&yb.qs)), dot16(hi, load16(&yb.qs[16..])));
+                sum[r] += (d * yb.d.to_f32()) * hsum_i32(s) as f32 + m * yb.s.to_f32();
+            }
         }
         sum
     }

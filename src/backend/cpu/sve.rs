@@ -20,6 +20,9 @@ pub fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
     if !features.has(Feature::Dotprod) {
         k.vec_dot_q4_0_q8_0 = vec_dot_q4_0_q8_0;
         k.vec_dot_q8_0_q8_0 = vec_dot_q8_0_q8_0;
+        // Products then loop over this kernel: NEON's four-row one is
+        // NEON's one-row kernel four times.
+        k.vec_dot4_q8_0_q8_0 = None;
     }
     if features.sve_bytes >= 32 {
         k.gemv_q4_0_x8i8 = gemv_q4_0_x8i8;
