@@ -282,7 +282,8 @@ fn every_cache_type_against_llama_cpp() {
             p.type_k = k;
             p.type_v = v;
         });
-        ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap()).unwrap();
+        ctx.decode(&Batch::for_sequence(&ids, 0, 0).unwrap())
+            .unwrap();
         let got = ctx.logits(-1).unwrap();
         let d = max_diff(got, &reference);
         let rms = (got

@@ -244,7 +244,10 @@ fn four_row_dots_equal_four_vec_dots() {
         .iter()
         .filter(|(v, _)| *v != CpuVariant::Scalar)
         .count();
-    assert!(n >= simd, "{n} four-row kernels checked for {simd} SIMD variants");
+    assert!(
+        n >= simd,
+        "{n} four-row kernels checked for {simd} SIMD variants"
+    );
 }
 
 #[test]

@@ -39,6 +39,17 @@ impl Workers {
         self.n_threads
     }
 
+    /// Runs `f` on a worker of the pool (inline without one). A whole forward
+    /// pass goes through here once: its many parallel regions then start
+    /// from inside the pool, where idle workers are still spinning and take
+    /// the work at once, instead of each region waking them from outside.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
+    }
+
     /// `f(0), f(1), ..., f(n - 1)`, spread over the workers, results in order.
     pub fn map<T: Send>(&self, n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
         match &self.pool {

@@ -254,7 +254,8 @@ impl Context {
                 cells: &cells[start..end],
                 outputs: &outputs,
             };
-            let logits = self.model.llama.forward(&self.workers, &mut self.kv, &ub)?;
+            let (model, workers, kv) = (&self.model, &self.workers, &mut self.kv);
+            let logits = workers.install(|| model.llama.forward(workers, kv, &ub))?;
             let first_row = self.logits.len() / self.model.llama.hparams.n_vocab;
             for (r, &i) in outputs.iter().enumerate() {
                 self.output_rows[start + i] = Some(first_row + r);

@@ -239,8 +239,22 @@ impl IntDots for Avx2Dots {
 /// One f16 to f32 with F16C (exact), without `half`'s run-time dispatch.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn fp16(h: half::f16) -> f32 {
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h.to_bits() as i32)))
+    // A table load: one uop, where F16C's scalar path takes three, two of
+    // them on the shuffle port the integer dot products need (ggml does the
+    // same on x86). Same value: every f16 is exact in f32.
+    F16_TO_F32[h.to_bits() as usize]
 }
+
+/// Every f16 bit pattern as f32 (256 KiB), built at compile time.
+static F16_TO_F32: [f32; 1 << 16] = {
+    let mut t = [0.0f32; 1 << 16];
+    let mut i = 0;
+    while i < 1 << 16 {
+        t[i] = half::f16::from_bits(i as u16).to_f32_const();
+        i += 1;
+    }
+    t
+};
 
 #[target_feature(enable = "avx2,fma")]
 unsafe fn hsum_f32(v: __m256) -> f32 {
@@ -394,17 +408,34 @@ unsafe fn sum_blocks4<X, Y, P>(
     let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
     let mut acc = [[_mm256_setzero_ps(); 2]; 4];
     let mut more = [[0.0f32; 2]; 4];
-    for b in 0..n {
-        let k = b % 2;
-        let xb = &x[b];
-        let p = prep(xb);
-        for r in 0..4 {
-            let yb = &y[r][b];
-            acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(scale(xb, yb)), term(&p, yb), acc[r][k]);
-            more[r][k] += extra(xb, yb);
-        }
+    // Two blocks per step so each accumulator index is known at compile time
+    // (a run-time index would keep the accumulators in memory). A macro, not
+    // a closure: a closure here would not inherit the caller's target
+    // features, and its intrinsics would become calls.
+    macro_rules! step {
+        ($b:expr, $k:expr) => {{
+            let xb = &x[$b];
+            let p = prep(xb);
+            for r in 0..4 {
+                let yb = &y[r][$b];
+                acc[r][$k] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(scale(xb, yb)), term(&p, yb), acc[r][$k]);
+                more[r][$k] += extra(xb, yb);
+            }
+        }};
     }
-    std::array::from_fn(|r| hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1]))
+    let mut b = 0;
+    while b + 2 <= n {
+        step!(b, 0);
+        step!(b + 1, 1);
+        b += 2;
+    }
+    if b < n {
+        step!(b, 0);
+    }
+    std::array::from_fn(|r| {
+        hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1])
+    })
 }
 
 /// The Q8_0 dot for four activation rows (the weight block loaded once).
@@ -432,24 +463,14 @@ unsafe fn vec_dot4_q8_0_q8_0_impl(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32
 /// equals the one-row kernel's bit for bit.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-    let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
-    let mut acc = [[_mm256_setzero_ps(); 2]; 4];
-    let mut more = [[0.0f32; 2]; 4];
-    for b in 0..n {
-        let k = b % 2;
-        let xb = &x[b];
-        let q = nibbles(&xb.qs);
-        let (d, m) = (fp16(xb.d), fp16(xb.m));
-        for r in 0..4 {
-            let yb = &y[r][b];
-            let term = dot_u8_i8(q, _mm256_loadu_si256(yb.qs.as_ptr().cast()));
-            acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(d * fp16(yb.d)), term, acc[r][k]);
-            more[r][k] += m * fp16(yb.s);
-        }
-    }
-    std::array::from_fn(|r| {
-        hsum_f32(_mm256_add_ps(acc[r][0], acc[r][1])) + (more[r][0] + more[r][1])
-    })
+    sum_blocks4(
+        x,
+        y,
+        |x| nibbles(&x.qs),
+        |x, y| fp16(x.d) * fp16(y.d),
+        |&q, y| dot_u8_i8(q, _mm256_loadu_si256(y.qs.as_ptr().cast())),
+        |x, y| fp16(x.m) * fp16(y.s),
+    )
 }
 
 /// The 32 five-bit values of a Q5 block (0..31): nibbles, plus 16 where the

@@ -92,7 +92,14 @@ fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     unsafe { q4_1_sum(x, y, |x, y| q4_1_dot(x, y)) }
 }
 fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-    unsafe { q4_1_sum4(x, y, |q, y| dot16(q.0, vld1q_s8(y.qs.as_ptr())), |q, y| dot16(q.1, vld1q_s8(y.qs.as_ptr().add(16)))) }
+    unsafe {
+        q4_1_sum4(
+            x,
+            y,
+            |q, y| dot16(q.0, vld1q_s8(y.qs.as_ptr())),
+            |q, y| dot16(q.1, vld1q_s8(y.qs.as_ptr().add(16))),
+        )
+    }
 }
 fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     unsafe {
