@@ -212,8 +212,19 @@ fn convert_tensor(file: &GgufFile, info: &TensorInfo, to: DType) -> Result<Vec<u
 pub fn requantize(
     file: &GgufFile,
     target: Target,
-    mut progress: impl FnMut(usize, usize),
+    progress: impl FnMut(usize, usize),
 ) -> Result<GgufWriter<'_>> {
+    requantize_with(file, target, &crate::parallel::Workers::new(1)?, progress)
+}
+
+/// `requantize` with tensors converted on `workers` (a few at a time, so
+/// progress still moves; the output is the same for any number of threads).
+pub fn requantize_with<'f>(
+    file: &'f GgufFile,
+    target: Target,
+    workers: &crate::parallel::Workers,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<GgufWriter<'f>> {
     let plan = plan(file, target)?;
     let mut w = GgufWriter::new();
     w.set_version(file.version())?;
@@ -233,18 +244,28 @@ pub fn requantize(
     w.add_metadata("general.quantization_version", Value::U32(2))?;
     w.add_metadata("general.file_type", Value::U32(target.file_type))?;
 
-    for (i, p) in plan.iter().enumerate() {
-        let info = file.tensor(&p.name).ok_or_else(|| Error::MissingTensor {
+    let info = |p: &TensorPlan| {
+        file.tensor(&p.name).ok_or_else(|| Error::MissingTensor {
             name: p.name.clone(),
-        })?;
-        if p.to == p.from {
-            w.add_tensor(p.name.clone(), p.to, &info.shape, file.tensor_data(info)?)?;
-        } else {
-            let to = DType::of_tensor(p.to, &p.name)?;
-            let data = convert_tensor(file, info, to)?;
-            w.add_tensor(p.name.clone(), p.to, &info.shape, data)?;
+        })
+    };
+    let group = workers.n_threads() * 2;
+    for (g, chunk) in plan.chunks(group).enumerate() {
+        let converted = workers.map(chunk.len(), |i| -> Result<Option<Vec<u8>>> {
+            let p = &chunk[i];
+            if p.to == p.from {
+                return Ok(None);
+            }
+            convert_tensor(file, info(p)?, DType::of_tensor(p.to, &p.name)?).map(Some)
+        });
+        for (p, data) in chunk.iter().zip(converted) {
+            let info = info(p)?;
+            match data? {
+                None => w.add_tensor(p.name.clone(), p.to, &info.shape, file.tensor_data(info)?)?,
+                Some(data) => w.add_tensor(p.name.clone(), p.to, &info.shape, data)?,
+            }
         }
-        progress(i + 1, plan.len());
+        progress((g * group + chunk.len()).min(plan.len()), plan.len());
     }
     Ok(w)
 }

@@ -21,9 +21,6 @@ pub struct ModelArgs {
     /// The GGUF model file.
     #[arg(short, long)]
     pub model: PathBuf,
-    /// Threads (default: the machine's cores, at most 4).
-    #[arg(short = 't', long)]
-    pub threads: Option<usize>,
     /// Context size (positions in the KV cache); 0: the model's own.
     #[arg(short = 'c', long = "ctx-size", default_value_t = 2048)]
     pub n_ctx: usize,
@@ -42,21 +39,19 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    fn context_params(&self) -> lamina::Result<ContextParams> {
+    fn context_params(&self, n_threads: usize) -> lamina::Result<ContextParams> {
         Ok(ContextParams {
             n_ctx: self.n_ctx,
             n_batch: self.n_batch,
             n_ubatch: self.n_ubatch,
-            n_threads: self
-                .threads
-                .unwrap_or_else(lamina::context::default_threads),
+            n_threads,
             type_k: KvType::from_name(&self.type_k)?,
             type_v: KvType::from_name(&self.type_v)?,
         })
     }
 
     /// Loads the model (a progress bar on a terminal) and makes a context.
-    pub fn open(&self, registry: &CpuRegistry) -> lamina::Result<Context> {
+    pub fn open(&self, registry: &CpuRegistry, n_threads: usize) -> lamina::Result<Context> {
         let file = Arc::new(GgufFile::open(&self.model)?);
         let interactive = std::io::stderr().is_terminal();
         let mut bar = |f: f32| {
@@ -76,7 +71,7 @@ impl ModelArgs {
         if interactive {
             eprint!("\r{:60}\r", "");
         }
-        Context::new(Arc::new(model), self.context_params()?)
+        Context::new(Arc::new(model), self.context_params(n_threads)?)
     }
 }
 
@@ -123,8 +118,8 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-pub fn run(registry: &CpuRegistry, a: RunArgs) -> lamina::Result<()> {
-    let mut ctx = a.model.open(registry)?;
+pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result<()> {
+    let mut ctx = a.model.open(registry, threads)?;
     let messages = a.chat.then(|| {
         let mut m = Vec::new();
         if let Some(s) = &a.system {
@@ -200,8 +195,8 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
-pub fn bench(registry: &CpuRegistry, a: BenchArgs) -> lamina::Result<()> {
-    let mut ctx = a.model.open(registry)?;
+pub fn bench(registry: &CpuRegistry, threads: usize, a: BenchArgs) -> lamina::Result<()> {
+    let mut ctx = a.model.open(registry, threads)?;
     let name = file_name(&a.model.model);
     let results = lamina::bench::bench(&mut ctx, &name, a.n_prompt, a.n_gen, a.reps)?;
     if a.json {
@@ -243,7 +238,7 @@ pub struct PerplexityArgs {
     pub json: bool,
 }
 
-pub fn perplexity(registry: &CpuRegistry, a: PerplexityArgs) -> lamina::Result<()> {
+pub fn perplexity(registry: &CpuRegistry, threads: usize, a: PerplexityArgs) -> lamina::Result<()> {
     let bytes = std::fs::read(&a.file)
         .map_err(|e| lamina::Error::io(format!("cannot read {}", a.file.display()), e))?;
     let mut text = String::from_utf8(bytes).map_err(|_| lamina::Error::InvalidUtf8 {
@@ -264,7 +259,7 @@ pub fn perplexity(registry: &CpuRegistry, a: PerplexityArgs) -> lamina::Result<(
     let mut args = a.model.clone();
     args.n_ctx = n_chunk * n_seq;
     args.n_batch = args.n_ctx.max(a.model.n_batch.min(n_chunk));
-    let mut ctx = args.open(registry)?;
+    let mut ctx = args.open(registry, threads)?;
     let quiet = a.json;
     let result = lamina::perplexity::perplexity(&mut ctx, &text, n_chunk, |i, n, ppl| {
         if !quiet {

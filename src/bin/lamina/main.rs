@@ -27,6 +27,10 @@ mod cli {
         /// this CPU supports.
         #[arg(long, global = true, value_name = "NAME")]
         cpu_variant: Option<String>,
+        /// Threads for the commands that compute (run, bench, perplexity,
+        /// quantize); default: the machine's cores, at most 4.
+        #[arg(short = 't', long, global = true)]
+        threads: Option<usize>,
     }
 
     #[derive(Subcommand)]
@@ -106,6 +110,7 @@ mod cli {
 
     pub fn main() -> ExitCode {
         let cli = Cli::parse();
+        let threads = cli.threads.unwrap_or_else(lamina::context::default_threads);
         let result =
             CpuRegistry::new(cli.cpu_variant.as_deref()).and_then(|registry| match cli.command {
                 Command::Devices { json } => devices(&registry, json),
@@ -124,9 +129,9 @@ mod cli {
                     bench_kernels(&registry, rows, cols, budget, kernel.as_deref(), json)
                 }
                 Command::Info { model, json } => info(&model, json),
-                Command::Run(a) => generate::run(&registry, a),
-                Command::Bench(a) => generate::bench(&registry, a),
-                Command::Perplexity(a) => generate::perplexity(&registry, a),
+                Command::Run(a) => generate::run(&registry, threads, a),
+                Command::Bench(a) => generate::bench(&registry, threads, a),
+                Command::Perplexity(a) => generate::perplexity(&registry, threads, a),
                 Command::Tokenize {
                     model,
                     prompt,
@@ -139,7 +144,7 @@ mod cli {
                     input,
                     output,
                     target,
-                } => quantize(&input, &output, &target),
+                } => quantize(&input, &output, &target, threads),
             });
         match result {
             Ok(()) => ExitCode::SUCCESS,
@@ -327,12 +332,18 @@ mod cli {
         write_stdout(&out)
     }
 
-    fn quantize(input: &PathBuf, output: &PathBuf, target: &str) -> lamina::Result<()> {
-        use lamina::requantize::{requantize, Target};
+    fn quantize(
+        input: &PathBuf,
+        output: &PathBuf,
+        target: &str,
+        threads: usize,
+    ) -> lamina::Result<()> {
+        use lamina::requantize::{requantize_with, Target};
         let target = Target::from_name(target)?;
         let file = GgufFile::open(input)?;
         let interactive = std::io::stderr().is_terminal();
-        let writer = requantize(&file, target, |done, total| {
+        let workers = lamina::parallel::Workers::new(threads)?;
+        let writer = requantize_with(&file, target, &workers, |done, total| {
             if interactive {
                 eprint!(
                     "\rlamina: quantizing to {}: {done}/{total} tensors",
