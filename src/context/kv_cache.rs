@@ -343,6 +343,29 @@ impl KvCache {
         self.refresh_used_end();
     }
 
+    /// One past the highest occupied cell.
+    pub(crate) fn used_end(&self) -> usize {
+        self.used_end
+    }
+
+    /// Layer `l`'s V rows of cells `0..n` as f32, into `out` (converted once
+    /// per layer, not once per query head).
+    pub(crate) fn v_f32(&self, l: usize, n: usize, out: &mut Vec<f32>) {
+        out.resize(n * self.width, 0.0);
+        match &self.layers[l].v {
+            Rows::F16(v) => {
+                use half::slice::HalfFloatSliceExt;
+                v[..n * self.width].convert_to_f32_slice(out);
+            }
+            Rows::F32(v) => out.copy_from_slice(&v[..n * self.width]),
+            rows @ Rows::Q8_0(_) => {
+                for (c, row) in out.chunks_exact_mut(self.width).enumerate() {
+                    rows.load(c, self.width, 0, row);
+                }
+            }
+        }
+    }
+
     /// Cells a token of sequence `seq` at `pos` attends to (causal: positions
     /// up to its own), in cell order.
     pub(crate) fn visible(&self, seq: SeqId, pos: i32, out: &mut Vec<usize>) {

@@ -4,6 +4,7 @@
 //! attention weights rounded to f16 before they meet an f16 V cache.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::backend::cpu::Kernels;
 use crate::context::kv_cache::{LayerKv, Rows};
@@ -17,11 +18,15 @@ enum Query {
 }
 
 /// out = softmax(scale · q·Kᵀ) · V over `cells`, for query head `q` reading
-/// KV head `kv_head`.
+/// KV head `kv_head`. `v` is the layer's V rows as f32 (`width` per cell);
+/// `round_probs` rounds the attention weights through f16 first, as ggml
+/// does when they meet an f16 V cache.
 #[allow(clippy::too_many_arguments)]
 pub fn attend(
     k: &Kernels,
     layer: &LayerKv,
+    v: &[f32],
+    round_probs: bool,
     width: usize,
     kv_head: usize,
     q: &[f32],
@@ -62,28 +67,19 @@ pub fn attend(
         sum += *s as f64;
     }
     let inv = (1.0 / sum) as f32;
-    let round = matches!(layer.v, Rows::F16(_));
+    for s in scores.iter_mut() {
+        *s *= inv;
+    }
+    if round_probs {
+        let mut h = vec![f16::ZERO; scores.len()];
+        h.convert_from_f32_slice(&scores);
+        h.convert_to_f32_slice(&mut scores);
+    }
     out.fill(0.0);
-    let mut vrow = vec![0.0f32; hd];
-    for (&c, &s) in cells.iter().zip(&scores) {
-        let p = if round {
-            f16::from_f32(s * inv).to_f32()
-        } else {
-            s * inv
-        };
-        match &layer.v {
-            Rows::F32(vc) => {
-                let start = c * width + off;
-                for (o, &v) in out.iter_mut().zip(&vc[start..start + hd]) {
-                    *o += p * v;
-                }
-            }
-            other => {
-                other.load(c, width, off, &mut vrow);
-                for (o, &v) in out.iter_mut().zip(&vrow) {
-                    *o += p * v;
-                }
-            }
+    for (&c, &p) in cells.iter().zip(&scores) {
+        let start = c * width + off;
+        for (o, &x) in out.iter_mut().zip(&v[start..start + hd]) {
+            *o += p * x;
         }
     }
 }

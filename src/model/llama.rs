@@ -14,7 +14,7 @@ use super::matmul::{matmul, MatRef, Weight};
 use super::ops::{rms_norm, Rope, RopeKind};
 use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::Kernels;
-use crate::context::kv_cache::{KvCache, SeqId};
+use crate::context::kv_cache::{KvCache, Rows, SeqId};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::parallel::Workers;
@@ -375,6 +375,7 @@ impl LlamaModel {
         let mut gate = vec![0.0f32; n * h.n_ff];
         let mut up = vec![0.0f32; n * h.n_ff];
         let scale = 1.0 / (hd as f32).sqrt();
+        let mut v_f32 = Vec::new();
         let norm_rows = |x: &[f32], w: &[f32], out: &mut [f32]| {
             for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
                 rms_norm(xr, w, h.rms_eps, or);
@@ -394,12 +395,15 @@ impl LlamaModel {
                 cache.k.store(k, ub.cells[i], &kk[i * kv_w..(i + 1) * kv_w]);
                 cache.v.store(k, ub.cells[i], &vv[i * kv_w..(i + 1) * kv_w]);
             }
+            kv.v_f32(l, kv.used_end(), &mut v_f32);
             let cache = &kv.layers[l];
+            let round = matches!(cache.v, Rows::F16(_));
             let mut heads: Vec<&mut [f32]> = att.chunks_exact_mut(hd).collect();
             workers.for_each_mut(&mut heads, |idx, out| {
                 let (i, head) = (idx / h.n_head, idx % h.n_head);
                 let qh = &q[i * d + head * hd..i * d + (head + 1) * hd];
-                attend(k, cache, kv_w, head / group, qh, &visible[i], scale, out);
+                let v = &v_f32;
+                attend(k, cache, v, round, kv_w, head / group, qh, &visible[i], scale, out);
             });
             matmul(k, workers, self.mat(&layer.wo), &att, n, &mut proj)?;
             for (a, b) in x.iter_mut().zip(&proj) {

@@ -237,7 +237,9 @@ pub fn matmul(
         match (w, &x) {
             (MatRef::Mapped(m), x) => mapped_rows(k, &m, x, range, dst),
             (MatRef::Repacked(p), Activations::Q8_0(y)) => p.product_rows(k, y, n, range, dst),
-            _ => unreachable!("repacked weights always take Q8_0 activations"),
+            _ => Err(Error::InvalidArgument(
+                "a repacked weight needs Q8_0 activations".into(),
+            )),
         }
     };
     if ranges.len() == 1 {
