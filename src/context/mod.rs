@@ -240,8 +240,12 @@ impl Context {
                 return Err(Error::Cancelled("decoding".into()));
             }
             let end = (start + self.params.n_ubatch).min(n);
-            for i in start..end {
-                self.kv.occupy(cells[i], batch.pos[i], &batch.seqs[i])?;
+            for ((&cell, &pos), seqs) in cells[start..end]
+                .iter()
+                .zip(&batch.pos[start..end])
+                .zip(&batch.seqs[start..end])
+            {
+                self.kv.occupy(cell, pos, seqs)?;
             }
             let outputs: Vec<usize> = (start..end)
                 .filter(|&i| batch.logits[i])

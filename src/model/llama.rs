@@ -403,7 +403,18 @@ impl LlamaModel {
                 let (i, head) = (idx / h.n_head, idx % h.n_head);
                 let qh = &q[i * d + head * hd..i * d + (head + 1) * hd];
                 let v = &v_f32;
-                attend(k, cache, v, round, kv_w, head / group, qh, &visible[i], scale, out);
+                attend(
+                    k,
+                    cache,
+                    v,
+                    round,
+                    kv_w,
+                    head / group,
+                    qh,
+                    &visible[i],
+                    scale,
+                    out,
+                );
             });
             matmul(k, workers, self.mat(&layer.wo), &att, n, &mut proj)?;
             for (a, b) in x.iter_mut().zip(&proj) {
