@@ -54,3 +54,114 @@ export class GgufStreamLoader {
   finish(): ModelInfo;
   free(): void;
 }
+
+/** llama.rn's initLlama parameters that apply. */
+export interface LoadParams {
+  n_ctx?: number;
+  n_batch?: number;
+  n_ubatch?: number;
+  n_threads?: number;
+  cache_type_k?: 'f16' | 'f32' | 'q8_0';
+  cache_type_v?: 'f16' | 'f32' | 'q8_0';
+  cpu_variant?: string;
+}
+
+export interface ChatMessage {
+  role: string;
+  content: string;
+}
+
+/** llama.rn's completion parameters that apply. */
+export interface CompletionParams {
+  prompt?: string;
+  messages?: ChatMessage[];
+  n_predict?: number;
+  temperature?: number;
+  top_k?: number;
+  top_p?: number;
+  min_p?: number;
+  typical_p?: number;
+  penalty_last_n?: number;
+  penalty_repeat?: number;
+  penalty_freq?: number;
+  penalty_present?: number;
+  mirostat?: 0 | 1 | 2;
+  mirostat_tau?: number;
+  mirostat_eta?: number;
+  seed?: number;
+  stop?: string[];
+  ignore_eos?: boolean;
+  n_probs?: number;
+  logit_bias?: [number, number][];
+  cache_prompt?: boolean;
+}
+
+export interface TokenProb {
+  id: number;
+  piece: string;
+  prob: number;
+}
+
+export interface TokenData {
+  token: string;
+  id: number;
+  completion_probabilities: TokenProb[];
+}
+
+export interface Timings {
+  prompt_n: number;
+  prompt_ms: number;
+  prompt_per_token_ms: number;
+  prompt_per_second: number;
+  predicted_n: number;
+  predicted_ms: number;
+  predicted_per_token_ms: number;
+  predicted_per_second: number;
+}
+
+export interface CompletionResult {
+  text: string;
+  content: string;
+  prompt: string;
+  prompt_ids: number[];
+  generated_ids: number[];
+  tokens_predicted: number;
+  tokens_evaluated: number;
+  tokens_cached: number;
+  stopped_eos: boolean;
+  stopped_word: boolean;
+  stopped_limit: boolean;
+  stopped_aborted: boolean;
+  stopping_word: string;
+  stop_reason: 'eos' | 'word' | 'limit' | 'abort';
+  truncated: boolean;
+  timings: Timings;
+  completion_probabilities: TokenProb[][];
+  cpu_variant: string;
+}
+
+export interface BenchRow {
+  n_prompt: number;
+  n_gen: number;
+  n_threads: number;
+  avg_ts: number;
+  stddev_ts: number;
+  [key: string]: unknown;
+}
+
+export declare class LlamaContext {
+  completion(params: CompletionParams, onToken?: (data: TokenData) => void): Promise<CompletionResult>;
+  stopCompletion(): void;
+  tokenize(text: string, opts?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<{ tokens: number[] }>;
+  detokenize(ids: number[], opts?: { special?: boolean }): Promise<string>;
+  modelInfo(): Promise<ModelInfo>;
+  contextInfo(): Promise<{ cpu_variant: string; n_threads: number; n_ctx: number }>;
+  bench(pp?: number, tg?: number, reps?: number): Promise<BenchRow[]>;
+  release(): Promise<void>;
+}
+
+export declare function loadModel(
+  source: ArrayBuffer | Uint8Array | Blob | string | URL,
+  params?: LoadParams,
+  options?: { onProgress?: (fraction: number) => void; signal?: AbortSignal },
+): Promise<LlamaContext>;

@@ -1,7 +1,12 @@
 // lamina's JavaScript entry point: loads the WebAssembly engine once (from disk
 // in Node, by URL in browsers) and exposes an API that takes the usual model
 // sources: ArrayBuffer, Uint8Array, Blob/File (read in chunks) or a URL.
-import initWasm, { initSync, modelInfo as wasmModelInfo, GgufStreamLoader } from './dist/lamina.js';
+import initWasm, {
+  initSync,
+  modelInfo as wasmModelInfo,
+  GgufStreamLoader,
+  LlamaContext as WasmLlamaContext,
+} from './dist/lamina.js';
 
 const WASM_URL = new URL('./dist/lamina_bg.wasm', import.meta.url);
 const CHUNK_BYTES = 8 << 20;
@@ -34,8 +39,11 @@ function checkAborted(signal) {
   if (signal?.aborted) throw signal.reason ?? new Error('aborted');
 }
 
-/** Feeds a stream of Uint8Array chunks to a fresh loader; returns the model info. */
-async function streamInto(totalBytes, chunks, { onProgress, signal } = {}) {
+/**
+ * Feeds a stream of Uint8Array chunks to a fresh loader, then `use(loader,
+ * info)` once it has finished; the loader is freed afterwards.
+ */
+async function streamInto(totalBytes, chunks, { onProgress, signal } = {}, use = (_, info) => info) {
   const loader = new GgufStreamLoader(totalBytes);
   try {
     for await (const chunk of chunks) {
@@ -43,10 +51,25 @@ async function streamInto(totalBytes, chunks, { onProgress, signal } = {}) {
       loader.push(chunk);
       onProgress?.(totalBytes ? loader.received / totalBytes : 1);
     }
-    return loader.finish();
+    return use(loader, loader.finish());
   } finally {
     loader.free();
   }
+}
+
+/** Streams `source` (Blob or URL) into a loader and hands it to `use`. */
+async function streamSource(source, options, use) {
+  if (typeof Blob !== 'undefined' && source instanceof Blob) {
+    return streamInto(source.size, blobChunks(source), options, use);
+  }
+  const response = await fetch(source, { signal: options.signal });
+  if (!response.ok) throw new Error(`cannot fetch ${source}: HTTP ${response.status}`);
+  const length = Number(response.headers.get('content-length'));
+  if (!Number.isFinite(length) || length <= 0) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    return streamInto(bytes.length, [bytes], options, use);
+  }
+  return streamInto(length, responseChunks(response), options, use);
 }
 
 async function* blobChunks(blob) {
@@ -78,19 +101,110 @@ export async function modelInfo(source, options = {}) {
   checkAborted(options.signal);
   if (source instanceof Uint8Array) return wasmModelInfo(source);
   if (source instanceof ArrayBuffer) return wasmModelInfo(new Uint8Array(source));
-  if (typeof Blob !== 'undefined' && source instanceof Blob) {
-    return streamInto(source.size, blobChunks(source), options);
-  }
-  if (typeof source === 'string' || source instanceof URL) {
-    const response = await fetch(source, { signal: options.signal });
-    if (!response.ok) throw new Error(`cannot fetch ${source}: HTTP ${response.status}`);
-    const length = Number(response.headers.get('content-length'));
-    if (!Number.isFinite(length) || length <= 0) {
-      return wasmModelInfo(new Uint8Array(await response.arrayBuffer()));
-    }
-    return streamInto(length, responseChunks(response), options);
+  if (
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    typeof source === 'string' ||
+    source instanceof URL
+  ) {
+    return streamSource(source, options, (_, info) => info);
   }
   throw new TypeError('modelInfo: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+}
+
+/**
+ * A loaded model and its context, with llama.rn's calls. Errors are `Error`s
+ * carrying the engine's message.
+ */
+export class LlamaContext {
+  #inner;
+  #abort;
+
+  constructor(inner) {
+    this.#inner = inner;
+    this.#abort = inner.abortHandle();
+  }
+
+  #ctx() {
+    if (!this.#inner) throw new Error('this LlamaContext was released');
+    return this.#inner;
+  }
+
+  /**
+   * Generates a completion. `params` takes llama.rn's names (prompt or
+   * messages, n_predict, temperature, top_k, top_p, min_p, stop, seed,
+   * ignore_eos, n_probs, ...); `onToken({ token, id, completion_probabilities })`
+   * hears each piece of text as it is released.
+   */
+  async completion(params, onToken) {
+    return this.#ctx().completion(JSON.stringify(params ?? {}), onToken);
+  }
+
+  /** Stops the running completion at the next token. */
+  stopCompletion() {
+    this.#abort?.abort();
+  }
+
+  /** `{ tokens }` for `text` (`addSpecial`, `parseSpecial` default true). */
+  async tokenize(text, { addSpecial = true, parseSpecial = true } = {}) {
+    return { tokens: Array.from(this.#ctx().tokenize(text, addSpecial, parseSpecial)) };
+  }
+
+  /** The text of token ids. */
+  async detokenize(ids, { special = false } = {}) {
+    return this.#ctx().detokenize(Uint32Array.from(ids), special);
+  }
+
+  /** `lamina info --json` of the loaded model. */
+  async modelInfo() {
+    return this.#ctx().modelInfo();
+  }
+
+  /** `{ cpu_variant, n_threads, n_ctx }`. */
+  async contextInfo() {
+    return this.#ctx().contextInfo();
+  }
+
+  /** llama-bench's pp and tg tests: `[{ n_prompt, n_gen, avg_ts, stddev_ts, ... }]`. */
+  async bench(pp = 128, tg = 64, reps = 3) {
+    return this.#ctx().bench(pp, tg, reps);
+  }
+
+  /** Frees the model and its context. */
+  async release() {
+    this.#inner?.free();
+    this.#abort?.free();
+    this.#inner = null;
+    this.#abort = null;
+  }
+}
+
+/**
+ * Loads a GGUF model and makes a context. `params` takes llama.rn's initLlama
+ * names: n_ctx, n_batch, n_ubatch, n_threads, cache_type_k, cache_type_v,
+ * cpu_variant. A Blob/File or URL is read in chunks with progress.
+ *
+ * @param {ArrayBuffer | Uint8Array | Blob | string | URL} source
+ */
+export async function loadModel(source, params = {}, options = {}) {
+  await init();
+  checkAborted(options.signal);
+  const json = JSON.stringify(params ?? {});
+  let inner;
+  if (source instanceof Uint8Array) {
+    inner = WasmLlamaContext.fromBytes(source, json);
+  } else if (source instanceof ArrayBuffer) {
+    inner = WasmLlamaContext.fromBytes(new Uint8Array(source), json);
+  } else if (
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    typeof source === 'string' ||
+    source instanceof URL
+  ) {
+    inner = await streamSource(source, options, (loader) => WasmLlamaContext.fromLoader(loader, json));
+  } else {
+    throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+  }
+  options.onProgress?.(1);
+  return new LlamaContext(inner);
 }
 
 export { GgufStreamLoader };

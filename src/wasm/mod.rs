@@ -1,6 +1,9 @@
 //! The JavaScript surface (wasm-bindgen). Errors reach JS as `Error` objects
 //! carrying the engine's message.
 
+mod context;
+
+pub use context::JsLlamaContext;
 use wasm_bindgen::prelude::*;
 
 use crate::gguf::{describe, GgufFile, StreamLoader};
@@ -66,6 +69,11 @@ impl JsStreamLoader {
             (None, Some(f)) => f.file_len() as f64,
             _ => 0.0,
         }
+    }
+
+    /// The finished file, handed over once (to a `LlamaContext`).
+    pub(crate) fn take_file(&mut self) -> Option<GgufFile> {
+        self.file.take()
     }
 
     /// Whether the header has arrived and been validated.

@@ -1,0 +1,264 @@
+//! `LlamaContext` for JavaScript: a loaded model and its context, with
+//! llama.rn's calls (completion with a token callback, tokenize, detokenize,
+//! model info, bench). Parameters arrive as JSON text (the JS wrapper
+//! stringifies llama.rn-style objects); results leave as JS objects.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+
+use super::{js_error, json_to_js, JsStreamLoader};
+use crate::backend::cpu::CpuDevice;
+use crate::chat::ChatMessage;
+use crate::completion::CompletionParams;
+use crate::context::{Context, ContextParams, KvType};
+use crate::gguf::{describe, GgufFile};
+use crate::model::Model;
+use crate::sampling::SamplingParams;
+
+/// `loadModel`'s parameters, with llama.rn's names (initLlama).
+#[derive(Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+struct LoadParams {
+    n_ctx: Option<usize>,
+    n_batch: Option<usize>,
+    n_ubatch: Option<usize>,
+    n_threads: Option<usize>,
+    cache_type_k: Option<String>,
+    cache_type_v: Option<String>,
+    cpu_variant: Option<String>,
+}
+
+/// `completion`'s parameters, with llama.rn's names.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct JsCompletionParams {
+    prompt: Option<String>,
+    messages: Option<Vec<ChatMessage>>,
+    n_predict: Option<i32>,
+    temperature: Option<f32>,
+    top_k: Option<i32>,
+    top_p: Option<f32>,
+    min_p: Option<f32>,
+    typical_p: Option<f32>,
+    penalty_last_n: Option<i32>,
+    penalty_repeat: Option<f32>,
+    penalty_freq: Option<f32>,
+    penalty_present: Option<f32>,
+    mirostat: Option<u8>,
+    mirostat_tau: Option<f32>,
+    mirostat_eta: Option<f32>,
+    seed: Option<i64>,
+    stop: Vec<String>,
+    ignore_eos: bool,
+    n_probs: usize,
+    logit_bias: Vec<(u32, f32)>,
+    cache_prompt: Option<bool>,
+}
+
+fn parse<'a, T: Deserialize<'a>>(what: &str, json: &'a str) -> Result<T, JsError> {
+    serde_json::from_str(json).map_err(|e| JsError::new(&format!("{what}: {e}")))
+}
+
+#[wasm_bindgen(js_name = LlamaContext)]
+pub struct JsLlamaContext {
+    ctx: Context,
+}
+
+impl JsLlamaContext {
+    fn load(file: GgufFile, params_json: &str) -> Result<JsLlamaContext, JsError> {
+        let p: LoadParams = parse("model parameters", params_json)?;
+        let device = CpuDevice::new(p.cpu_variant.as_deref()).map_err(js_error)?;
+        let model = Model::load(Arc::new(file), *device.kernels(), None).map_err(js_error)?;
+        let d = ContextParams::default();
+        let kv = |t: &Option<String>| t.as_deref().map_or(Ok(KvType::F16), KvType::from_name);
+        let params = ContextParams {
+            n_ctx: p.n_ctx.unwrap_or(d.n_ctx),
+            n_batch: p.n_batch.unwrap_or(d.n_batch),
+            n_ubatch: p.n_ubatch.unwrap_or(d.n_ubatch),
+            n_threads: p.n_threads.unwrap_or(d.n_threads),
+            type_k: kv(&p.cache_type_k).map_err(js_error)?,
+            type_v: kv(&p.cache_type_v).map_err(js_error)?,
+        };
+        let ctx = Context::new(Arc::new(model), params).map_err(js_error)?;
+        Ok(JsLlamaContext { ctx })
+    }
+}
+
+#[wasm_bindgen(js_class = LlamaContext)]
+impl JsLlamaContext {
+    /// A context over a model held in memory (`paramsJson`: llama.rn's initLlama
+    /// names: n_ctx, n_batch, n_ubatch, n_threads, cache_type_k/v, cpu_variant).
+    #[wasm_bindgen(js_name = fromBytes)]
+    pub fn from_bytes(bytes: Vec<u8>, params_json: &str) -> Result<JsLlamaContext, JsError> {
+        let file = GgufFile::from_bytes(bytes).map_err(js_error)?;
+        JsLlamaContext::load(file, params_json)
+    }
+
+    /// A context over the file a finished `GgufStreamLoader` gathered (no
+    /// second copy of the model).
+    #[wasm_bindgen(js_name = fromLoader)]
+    pub fn from_loader(
+        loader: &mut JsStreamLoader,
+        params_json: &str,
+    ) -> Result<JsLlamaContext, JsError> {
+        let file = loader
+            .take_file()
+            .ok_or_else(|| JsError::new("the stream loader has not finished (call finish())"))?;
+        JsLlamaContext::load(file, params_json)
+    }
+
+    /// Generates; `onToken({token, id, probs})` hears each token's released
+    /// text. Returns the result object (`lamina run --json`'s fields).
+    pub fn completion(
+        &mut self,
+        params_json: &str,
+        on_token: Option<js_sys::Function>,
+    ) -> Result<JsValue, JsError> {
+        let p: JsCompletionParams = parse("completion parameters", params_json)?;
+        let d = SamplingParams::default();
+        let seed = match p.seed {
+            None | Some(-1) => None,
+            Some(s) if (0..=u32::MAX as i64).contains(&s) => Some(s as u32),
+            Some(s) => return Err(JsError::new(&format!("seed {s} is out of range"))),
+        };
+        let params = CompletionParams {
+            prompt: p.prompt.unwrap_or_default(),
+            messages: p.messages,
+            n_predict: p.n_predict.unwrap_or(-1),
+            sampling: SamplingParams {
+                temperature: p.temperature.unwrap_or(d.temperature),
+                top_k: p.top_k.unwrap_or(d.top_k),
+                top_p: p.top_p.unwrap_or(d.top_p),
+                min_p: p.min_p.unwrap_or(d.min_p),
+                typical_p: p.typical_p.unwrap_or(d.typical_p),
+                penalty_last_n: p.penalty_last_n.unwrap_or(d.penalty_last_n),
+                penalty_repeat: p.penalty_repeat.unwrap_or(d.penalty_repeat),
+                penalty_freq: p.penalty_freq.unwrap_or(d.penalty_freq),
+                penalty_present: p.penalty_present.unwrap_or(d.penalty_present),
+                mirostat: p.mirostat.unwrap_or(d.mirostat),
+                mirostat_tau: p.mirostat_tau.unwrap_or(d.mirostat_tau),
+                mirostat_eta: p.mirostat_eta.unwrap_or(d.mirostat_eta),
+                seed,
+                logit_bias: p.logit_bias,
+                ..d
+            },
+            stop: p.stop,
+            ignore_eos: p.ignore_eos,
+            n_probs: p.n_probs,
+            cache_prompt: p.cache_prompt.unwrap_or(true),
+            ..CompletionParams::default()
+        };
+        let mut callback_error = None;
+        let result = self
+            .ctx
+            .completion(&params, |ev| {
+                let Some(f) = &on_token else { return };
+                if callback_error.is_some() {
+                    return;
+                }
+                let event = serde_json::json!({
+                    "token": ev.text,
+                    "id": ev.id,
+                    "completion_probabilities": ev.probs,
+                });
+                let call = json_to_js(&event).and_then(|v| {
+                    f.call1(&JsValue::NULL, &v)
+                        .map_err(|e| JsError::new(&format!("onToken threw: {}", js_text(&e))))
+                });
+                if let Err(e) = call {
+                    callback_error = Some(e);
+                }
+            })
+            .map_err(js_error)?;
+        if let Some(e) = callback_error {
+            return Err(e);
+        }
+        let mut v = serde_json::to_value(&result).map_err(|e| JsError::new(&e.to_string()))?;
+        // llama.rn's name for the text.
+        v["content"] = v["text"].clone();
+        v["cpu_variant"] = self.ctx.model().llama.kernels().variant.to_string().into();
+        json_to_js(&v)
+    }
+
+    /// The handle that stops this context's completions. A separate object:
+    /// the context itself is borrowed while a completion runs.
+    #[wasm_bindgen(js_name = abortHandle)]
+    pub fn abort_handle(&self) -> JsAbortHandle {
+        JsAbortHandle(self.ctx.abort_handle())
+    }
+
+    /// Token ids of `text` (`addSpecial`, `parseSpecial` default true).
+    pub fn tokenize(
+        &self,
+        text: &str,
+        add_special: Option<bool>,
+        parse_special: Option<bool>,
+    ) -> Result<Vec<u32>, JsError> {
+        self.ctx
+            .model()
+            .vocab
+            .tokenize(
+                text,
+                add_special.unwrap_or(true),
+                parse_special.unwrap_or(true),
+            )
+            .map_err(js_error)
+    }
+
+    /// The text of `ids` (special tokens rendered when `special`).
+    pub fn detokenize(&self, ids: &[u32], special: Option<bool>) -> Result<String, JsError> {
+        let vocab = &self.ctx.model().vocab;
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab.len()) {
+            return Err(JsError::new(&format!(
+                "token {bad} is outside the vocabulary of {}",
+                vocab.len()
+            )));
+        }
+        let bytes = vocab.detokenize(ids, special.unwrap_or(false));
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// `lamina info --json` for the loaded model.
+    #[wasm_bindgen(js_name = modelInfo)]
+    pub fn model_info(&self) -> Result<JsValue, JsError> {
+        json_to_js(&describe::to_json(self.ctx.model().llama.file()))
+    }
+
+    /// llama-bench's pp and tg tests: a list of result rows.
+    pub fn bench(&mut self, pp: usize, tg: usize, reps: Option<usize>) -> Result<JsValue, JsError> {
+        let rows =
+            crate::bench::bench(&mut self.ctx, "", pp, tg, reps.unwrap_or(3)).map_err(js_error)?;
+        json_to_js(&serde_json::to_value(rows).map_err(|e| JsError::new(&e.to_string()))?)
+    }
+
+    /// `{ cpu_variant, n_threads, n_ctx }` of this context.
+    #[wasm_bindgen(js_name = contextInfo)]
+    pub fn context_info(&self) -> Result<JsValue, JsError> {
+        json_to_js(&serde_json::json!({
+            "cpu_variant": self.ctx.model().llama.kernels().variant.to_string(),
+            "n_threads": self.ctx.n_threads(),
+            "n_ctx": self.ctx.n_ctx(),
+        }))
+    }
+}
+
+/// Stops a running completion at the next token (from `onToken`, or from
+/// another thread of a threaded build).
+#[wasm_bindgen(js_name = AbortHandle)]
+pub struct JsAbortHandle(crate::context::AbortHandle);
+
+#[wasm_bindgen(js_class = AbortHandle)]
+impl JsAbortHandle {
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+fn js_text(v: &JsValue) -> String {
+    v.dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| v.as_string())
+        .unwrap_or_else(|| format!("{v:?}"))
+}

@@ -1,0 +1,120 @@
+// Generation through the packed npm package in Node: SmolLM2 Q4_1 greedy ids
+// equal llama.cpp's (golden files) up to the first near-tie, tokenize equals
+// the golden ids, chat messages, stopCompletion within one token, errors.
+// Run by scripts/test-npm.sh with LAMINA_REPO set to the repository.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { loadModel } from 'lamina';
+
+const repo = process.env.LAMINA_REPO;
+const smollm2 = `${repo}/models/SmolLM2-135M-Instruct.Q4_1.gguf`;
+const golden = (rel) => readFile(`${repo}/native-tests/golden/${rel}`, 'utf8').then(JSON.parse);
+
+function requireModel(path) {
+  if (!existsSync(path)) {
+    throw new Error(`model missing at ${path}: run scripts/fetch-models.sh`);
+  }
+  return path;
+}
+
+let ctxPromise;
+function context() {
+  ctxPromise ??= readFile(requireModel(smollm2)).then((bytes) =>
+    loadModel(new Uint8Array(bytes), { n_ctx: 512 }),
+  );
+  return ctxPromise;
+}
+
+test('greedy completions follow llama.cpp', async () => {
+  const ctx = await context();
+  for (const name of ['france', 'chat', 'code_fibonacci']) {
+    const g = await golden(`smollm2/generate/q4_1_${name}.json`);
+    const gaps = g.top1_top2_gap_per_step;
+    let sure = gaps.findIndex((gap) => gap < 0.5);
+    if (sure < 0) sure = g.generated_ids.length;
+    sure = Math.min(sure, 8);
+    let streamed = '';
+    const r = await ctx.completion(
+      { prompt: g.prompt, n_predict: 8, temperature: 0 },
+      (data) => {
+        streamed += data.token;
+      },
+    );
+    assert.deepEqual(r.prompt_ids, g.prompt_ids, name);
+    assert.deepEqual(r.generated_ids.slice(0, sure), g.generated_ids.slice(0, sure), name);
+    assert.equal(streamed, r.text, `${name}: the streamed text is the text`);
+    assert.equal(r.content, r.text);
+    assert.ok(r.timings.predicted_per_second > 0);
+    assert.equal(r.cpu_variant, 'simd128');
+  }
+});
+
+test('tokenize equals the golden ids; detokenize inverts it', async () => {
+  const ctx = await context();
+  const cases = (await golden('smollm2/tokenize.json')).cases;
+  for (const c of cases) {
+    const { tokens } = await ctx.tokenize(c.text);
+    assert.deepEqual(tokens, c.ids_parse_special, c.text);
+    const plain = await ctx.tokenize(c.text, { parseSpecial: false });
+    assert.deepEqual(plain.tokens, c.ids_no_parse_special, c.text);
+  }
+  const { tokens } = await ctx.tokenize('Hello world');
+  assert.equal(await ctx.detokenize(tokens), 'Hello world');
+});
+
+test('chat messages use the model template', async () => {
+  const ctx = await context();
+  const g = await golden('smollm2/generate/q4_1_chat.json');
+  const r = await ctx.completion({
+    messages: [{ role: 'user', content: 'What is 2+2?' }],
+    n_predict: 3,
+    temperature: 0,
+  });
+  assert.equal(r.prompt, g.prompt);
+  assert.deepEqual(r.prompt_ids, g.prompt_ids);
+});
+
+test('stopCompletion stops within one token', async () => {
+  const ctx = await context();
+  let seen = 0;
+  const r = await ctx.completion(
+    { prompt: 'Once upon a time', n_predict: 40, temperature: 0, ignore_eos: true },
+    () => {
+      seen += 1;
+      if (seen === 2) ctx.stopCompletion();
+    },
+  );
+  assert.equal(r.tokens_predicted, 2);
+  assert.equal(r.stopped_aborted, true);
+  assert.equal(r.stop_reason, 'abort');
+});
+
+test('errors are Errors with the engine message', async () => {
+  await assert.rejects(loadModel(new Uint8Array([80, 75, 3, 4, 0, 0])), {
+    name: 'Error',
+    message: 'not a GGUF file: starts with 50 4b 03 04',
+  });
+  const ctx = await context();
+  await assert.rejects(ctx.completion({ prompt: '' }), {
+    message: 'invalid argument: the prompt is empty',
+  });
+  await assert.rejects(ctx.completion({ prompt: 'hi', mirostat: 7 }), /mirostat/);
+  await assert.rejects(loadModel(new Uint8Array(await readFile(smollm2)), { n_threads: 0 }), /threads/);
+  await assert.rejects(
+    ctx.completion({ prompt: 'hi', n_predict: 2 }, () => {
+      throw new Error('boom');
+    }),
+    /onToken threw: boom/,
+  );
+});
+
+test('bench reports llama-bench rows', async () => {
+  const ctx = await context();
+  const rows = await ctx.bench(8, 4, 1);
+  assert.equal(rows.length, 2);
+  assert.equal(rows[0].n_prompt, 8);
+  assert.equal(rows[1].n_gen, 4);
+  assert.ok(rows[0].avg_ts > 0 && rows[1].avg_ts > 0);
+});
