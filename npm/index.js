@@ -6,6 +6,8 @@ import initWasm, {
   modelInfo as wasmModelInfo,
   GgufStreamLoader,
   LlamaContext as WasmLlamaContext,
+  takeLastPanic,
+  __testPanic,
 } from './dist/lamina.js';
 
 const WASM_URL = new URL('./dist/lamina_bg.wasm', import.meta.url);
@@ -33,6 +35,32 @@ export function init() {
 /** Which build runs: `{ build: 'single-thread', simd: 'simd128' }`. */
 export async function buildInfo() {
   return init();
+}
+
+let poisoned = null;
+
+/**
+ * Runs an engine call. A Rust panic aborts the wasm instance (a
+ * `RuntimeError`); it becomes an `Error` with the panic's message, and later
+ * calls fail with it too (the instance's state can no longer be trusted).
+ */
+function guard(call) {
+  if (poisoned) throw new Error(`the lamina engine stopped after a panic: ${poisoned}`);
+  try {
+    return call();
+  } catch (e) {
+    if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
+      poisoned = takeLastPanic() ?? e.message;
+      throw new Error(`lamina panicked: ${poisoned}`);
+    }
+    throw e;
+  }
+}
+
+/** Test-only: makes the engine panic with `message`. */
+export async function _testPanic(message) {
+  await init();
+  return guard(() => __testPanic(message));
 }
 
 function checkAborted(signal) {
@@ -136,7 +164,7 @@ export class LlamaContext {
    * hears each piece of text as it is released.
    */
   async completion(params, onToken) {
-    return this.#ctx().completion(JSON.stringify(params ?? {}), onToken);
+    return guard(() => this.#ctx().completion(JSON.stringify(params ?? {}), onToken));
   }
 
   /** Stops the running completion at the next token. */
@@ -146,27 +174,27 @@ export class LlamaContext {
 
   /** `{ tokens }` for `text` (`addSpecial`, `parseSpecial` default true). */
   async tokenize(text, { addSpecial = true, parseSpecial = true } = {}) {
-    return { tokens: Array.from(this.#ctx().tokenize(text, addSpecial, parseSpecial)) };
+    return { tokens: Array.from(guard(() => this.#ctx().tokenize(text, addSpecial, parseSpecial))) };
   }
 
   /** The text of token ids. */
   async detokenize(ids, { special = false } = {}) {
-    return this.#ctx().detokenize(Uint32Array.from(ids), special);
+    return guard(() => this.#ctx().detokenize(Uint32Array.from(ids), special));
   }
 
   /** `lamina info --json` of the loaded model. */
   async modelInfo() {
-    return this.#ctx().modelInfo();
+    return guard(() => this.#ctx().modelInfo());
   }
 
   /** `{ cpu_variant, n_threads, n_ctx }`. */
   async contextInfo() {
-    return this.#ctx().contextInfo();
+    return guard(() => this.#ctx().contextInfo());
   }
 
   /** llama-bench's pp and tg tests: `[{ n_prompt, n_gen, avg_ts, stddev_ts, ... }]`. */
   async bench(pp = 128, tg = 64, reps = 3) {
-    return this.#ctx().bench(pp, tg, reps);
+    return guard(() => this.#ctx().bench(pp, tg, reps));
   }
 
   /** Frees the model and its context. */
@@ -191,15 +219,17 @@ export async function loadModel(source, params = {}, options = {}) {
   const json = JSON.stringify(params ?? {});
   let inner;
   if (source instanceof Uint8Array) {
-    inner = WasmLlamaContext.fromBytes(source, json);
+    inner = guard(() => WasmLlamaContext.fromBytes(source, json));
   } else if (source instanceof ArrayBuffer) {
-    inner = WasmLlamaContext.fromBytes(new Uint8Array(source), json);
+    inner = guard(() => WasmLlamaContext.fromBytes(new Uint8Array(source), json));
   } else if (
     (typeof Blob !== 'undefined' && source instanceof Blob) ||
     typeof source === 'string' ||
     source instanceof URL
   ) {
-    inner = await streamSource(source, options, (loader) => WasmLlamaContext.fromLoader(loader, json));
+    inner = await streamSource(source, options, (loader) =>
+      guard(() => WasmLlamaContext.fromLoader(loader, json)),
+    );
   } else {
     throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
   }

@@ -8,6 +8,44 @@ use wasm_bindgen::prelude::*;
 
 use crate::gguf::{describe, GgufFile, StreamLoader};
 
+/// The message of the last Rust panic. wasm32 aborts on panic (the JS side
+/// sees `RuntimeError: unreachable`); the hook keeps the message so the JS
+/// wrapper can throw an `Error` that says what went wrong.
+static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+#[wasm_bindgen(start)]
+fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        let at = info
+            .location()
+            .map(|l| format!(" (at {}:{})", l.file(), l.line()))
+            .unwrap_or_default();
+        if let Ok(mut last) = LAST_PANIC.lock() {
+            *last = Some(format!("{message}{at}"));
+        }
+    }));
+}
+
+/// The message of the last panic, if any (taken: a second call gives none).
+#[wasm_bindgen(js_name = takeLastPanic)]
+pub fn take_last_panic() -> Option<String> {
+    LAST_PANIC.lock().ok().and_then(|mut p| p.take())
+}
+
+/// Panics on purpose, to test that a panic reaches JS as an `Error` with its
+/// message (not part of the API).
+#[doc(hidden)]
+#[wasm_bindgen(js_name = __testPanic)]
+pub fn test_panic(message: &str) {
+    panic!("{message}");
+}
+
 fn js_error(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
 }
