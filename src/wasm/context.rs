@@ -17,9 +17,11 @@ use crate::gguf::{describe, GgufFile};
 use crate::model::Model;
 use crate::sampling::SamplingParams;
 
-/// `loadModel`'s parameters, with llama.rn's names (initLlama).
+/// `loadModel`'s parameters, with llama.rn's names (initLlama). Its other
+/// fields (n_gpu_layers, use_mlock, ...) have no meaning here and are ignored,
+/// so llama.rn code runs unchanged.
 #[derive(Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 struct LoadParams {
     n_ctx: Option<usize>,
     n_batch: Option<usize>,

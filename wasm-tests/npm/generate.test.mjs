@@ -22,7 +22,8 @@ function requireModel(path) {
 let ctxPromise;
 function context() {
   ctxPromise ??= readFile(requireModel(smollm2)).then((bytes) =>
-    loadModel(new Uint8Array(bytes), { n_ctx: 512 }),
+    // llama.rn's other initLlama fields are accepted and ignored.
+    loadModel(new Uint8Array(bytes), { n_ctx: 512, n_gpu_layers: 99, use_mlock: true }),
   );
   return ctxPromise;
 }
@@ -49,6 +50,7 @@ test('greedy completions follow llama.cpp', async () => {
     assert.ok(r.timings.predicted_per_second > 0);
     assert.equal(r.cpu_variant, 'simd128');
   }
+  assert.deepEqual(await ctx.contextInfo(), { cpu_variant: 'simd128', n_threads: 1, n_ctx: 512 });
 });
 
 test('tokenize equals the golden ids; detokenize inverts it', async () => {
