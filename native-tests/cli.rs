@@ -240,6 +240,9 @@ fn run_greedy_json() {
     let out = lamina(&["run", "-m", &model, "-p", "Hello", "--ctk", "q4_0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported KV cache type 'q4_0'"));
+    let out = lamina(&["run", "-m", &model, "-p", "Hello", "--mirostat", "3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mirostat must be 0, 1 or 2"));
     let out = lamina(&["run", "-m", &model, "-p", "Hello", "-t", "0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("threads must be at least 1"));
@@ -291,6 +294,66 @@ fn run_chat_two_threads() {
     assert_eq!(v["text"], "The ");
     assert_eq!(v["stop_reason"], "word");
     assert_eq!(v["stopping_word"], "answer");
+}
+
+/// The whole sampler chain from the command line: seeded runs repeat, and
+/// mirostat 2 and the penalties take effect.
+#[test]
+fn run_sampler_options() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let ids = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-m",
+            &model,
+            "-p",
+            "Once upon a time",
+            "-n",
+            "12",
+            "--seed",
+            "7",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&args))).unwrap();
+        v["generated_ids"].clone()
+    };
+    let plain = ids(&[]);
+    assert_eq!(plain, ids(&[]), "a seeded run repeats");
+    let miro = ids(&[
+        "--mirostat",
+        "2",
+        "--mirostat-ent",
+        "3",
+        "--mirostat-lr",
+        "0.2",
+    ]);
+    assert_eq!(
+        miro,
+        ids(&[
+            "--mirostat",
+            "2",
+            "--mirostat-ent",
+            "3",
+            "--mirostat-lr",
+            "0.2"
+        ])
+    );
+    assert_ne!(miro, plain);
+    let greedy = ids(&["--temp", "0"]);
+    let penalized = ids(&[
+        "--temp",
+        "0",
+        "--frequency-penalty",
+        "5",
+        "--presence-penalty",
+        "5",
+        "--repeat-last-n",
+        "-1",
+    ]);
+    assert_ne!(penalized, greedy, "strong penalties change a greedy run");
+    let typical = ids(&["--typical", "0.5"]);
+    assert_eq!(typical, ids(&["--typical", "0.5"]));
 }
 
 #[test]

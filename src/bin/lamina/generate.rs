@@ -95,6 +95,25 @@ pub struct RunArgs {
     pub min_p: f32,
     #[arg(long, default_value_t = 1.0)]
     pub repeat_penalty: f32,
+    /// Tokens the penalties look back over (-1: the whole context).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
+    pub repeat_last_n: i32,
+    #[arg(long, default_value_t = 0.0)]
+    pub frequency_penalty: f32,
+    #[arg(long, default_value_t = 0.0)]
+    pub presence_penalty: f32,
+    /// Locally typical sampling (1.0: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub typical: f32,
+    /// Mirostat: 0 off, 1 or 2.
+    #[arg(long, default_value_t = 0)]
+    pub mirostat: u8,
+    /// Mirostat learning rate (eta).
+    #[arg(long, default_value_t = 0.1)]
+    pub mirostat_lr: f32,
+    /// Mirostat target entropy (tau).
+    #[arg(long, default_value_t = 5.0)]
+    pub mirostat_ent: f32,
     /// Random seed (default: a fresh one).
     #[arg(long)]
     pub seed: Option<u32>,
@@ -138,6 +157,17 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
             top_p: a.top_p,
             min_p: a.min_p,
             penalty_repeat: a.repeat_penalty,
+            penalty_last_n: if a.repeat_last_n < 0 {
+                a.model.n_ctx as i32
+            } else {
+                a.repeat_last_n
+            },
+            penalty_freq: a.frequency_penalty,
+            penalty_present: a.presence_penalty,
+            typical_p: a.typical,
+            mirostat: a.mirostat,
+            mirostat_eta: a.mirostat_lr,
+            mirostat_tau: a.mirostat_ent,
             seed: a.seed,
             ..Default::default()
         },
