@@ -9,7 +9,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use std::sync::{Arc, OnceLock};
 
-use common::{golden_path, model_path, read_file};
+use common::{golden_path, json_ids, model_path, read_file};
 use lamina::backend::cpu::CpuDevice;
 use lamina::completion::{CompletionParams, CompletionResult};
 use lamina::context::{Context, ContextParams};
@@ -82,12 +82,7 @@ fn greedy_completions_follow_llama_cpp() {
         "chat_study_tips",
     ] {
         let g = golden(&format!("q4_1_{name}"));
-        let want: Vec<u32> = g["generated_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap() as u32)
-            .collect();
+        let want = json_ids(&g["generated_ids"]);
         let gaps = g["top1_top2_gap_per_step"].as_array().unwrap();
         let sure = gaps
             .iter()
@@ -330,13 +325,6 @@ fn chat_messages_use_the_model_template() {
         };
         let (r, _) = run(&mut ctx, &p);
         assert_eq!(r.prompt, prompt, "{name}");
-        let want: Vec<u64> = g["prompt_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
-        let got: Vec<u64> = r.prompt_ids.iter().map(|&t| t as u64).collect();
-        assert_eq!(got, want, "{name}");
+        assert_eq!(r.prompt_ids, json_ids(&g["prompt_ids"]), "{name}");
     }
 }

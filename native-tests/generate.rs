@@ -9,7 +9,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use std::sync::Arc;
 
-use common::{golden_path, model_path, read_file};
+use common::{golden_path, json_ids, model_path, read_file};
 use lamina::backend::cpu::{CpuDevice, CpuVariant};
 use lamina::context::{Batch, Context, ContextParams};
 use lamina::gguf::GgufFile;
@@ -57,14 +57,6 @@ fn golden(name: &str) -> serde_json::Value {
         "smollm2/generate/{name}.json"
     ))))
     .unwrap()
-}
-
-fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
 }
 
 /// The golden README's tolerances: quantized models, and F16.
@@ -126,8 +118,8 @@ fn check_prompt_with(
 ) {
     let mut ctx = context(model, threads);
     let g = golden(name);
-    let prompt = ids(&g["prompt_ids"]);
-    let generated = ids(&g["generated_ids"]);
+    let prompt = json_ids(&g["prompt_ids"]);
+    let generated = json_ids(&g["generated_ids"]);
     let top5 = g["step_top5"].as_array().unwrap();
     ctx.decode(&Batch::for_sequence(&prompt, 0, 0).unwrap())
         .unwrap();
@@ -213,25 +205,20 @@ fn chat_study_tips_q4_1() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn q8_0_and_f16_requantized() {
-    let q8 = model_as("Q8_0");
-    for prompt in [
+    const PROMPTS: [&str; 5] = [
         "france",
         "chat",
         "prose",
         "code_fibonacci",
         "chat_study_tips",
-    ] {
+    ];
+    let q8 = model_as("Q8_0");
+    for prompt in PROMPTS {
         check_prompt_with(&q8, &format!("q8_0_{prompt}"), 48, &QUANTIZED, 2);
     }
     drop(q8);
     let f16 = model_as("F16");
-    for prompt in [
-        "france",
-        "chat",
-        "prose",
-        "code_fibonacci",
-        "chat_study_tips",
-    ] {
+    for prompt in PROMPTS {
         check_prompt_with(&f16, &format!("f16_{prompt}"), 48, &F16, 2);
     }
 }

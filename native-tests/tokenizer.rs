@@ -7,7 +7,7 @@ mod common;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use common::{golden_path, model_path, read_file};
+use common::{golden_path, json_ids, model_path, read_file};
 use lamina::gguf::GgufFile;
 use lamina::tokenizer::Vocab;
 
@@ -129,14 +129,7 @@ fn smollm2_golden_ids() {
     assert_eq!(cases.len(), 12);
     for case in cases {
         let text = case["text"].as_str().unwrap();
-        let ids = |key: &str| -> Vec<u32> {
-            case[key]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap() as u32)
-                .collect()
-        };
+        let ids = |key: &str| json_ids(&case[key]);
         assert_eq!(
             vocab.tokenize(text, true, true).unwrap(),
             ids("ids_parse_special"),
@@ -179,12 +172,7 @@ fn minilm_golden_ids() {
     assert_eq!(items.len(), 6);
     for item in items {
         let text = item["text"].as_str().unwrap();
-        let want: Vec<u32> = item["token_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap() as u32)
-            .collect();
+        let want = json_ids(&item["token_ids"]);
         assert_eq!(vocab.tokenize(text, true, false).unwrap(), want, "{text:?}");
     }
 }

@@ -8,6 +8,15 @@ use lamina::tensor::GgmlType;
 /// The repository root, where `models/` and `native-tests/golden/` live.
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
+/// A JSON array of token ids (golden files).
+pub fn json_ids(v: &serde_json::Value) -> Vec<u32> {
+    v.as_array()
+        .expect("a JSON array of token ids")
+        .iter()
+        .map(|x| x.as_u64().expect("a token id") as u32)
+        .collect()
+}
+
 pub fn golden_path(rel: &str) -> String {
     format!("{REPO}/native-tests/golden/{rel}")
 }
