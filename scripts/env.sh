@@ -8,6 +8,7 @@ LAMINA_TOOLS="${LAMINA_TOOLS:-$HOME/.cache/lamina/tools}"
 WASM_PACK_VERSION=0.15.1
 CARGO_FUZZ_VERSION=0.13.2
 BINARYEN_VERSION=132.0.0
+PLAYWRIGHT_CORE_VERSION=1.57.0
 # qemu CPU models the aarch64 tests run under: NEON only; NEON+dotprod;
 # NEON+dotprod+i8mm; SVE at 128, 256 and 512 bits; SVE-512 without dotprod
 # (A64FX). Each with the variant the registry must select on it (and SVE bits).

@@ -60,6 +60,14 @@ if [ "$("$LAMINA_TOOLS/node_modules/.bin/wasm-opt" --version 2>/dev/null)" != "w
   npm install --silent --no-audit --no-fund --prefix "$LAMINA_TOOLS" "binaryen@$BINARYEN_VERSION"
 fi
 
+# --- playwright-core drives Debian's Chromium in the browser test (it never
+# downloads a browser of its own).
+if [ "$(node -p "require('$LAMINA_TOOLS/node_modules/playwright-core/package.json').version" 2>/dev/null)" != "$PLAYWRIGHT_CORE_VERSION" ]; then
+  say "npm install playwright-core@$PLAYWRIGHT_CORE_VERSION into $LAMINA_TOOLS"
+  mkdir -p "$LAMINA_TOOLS"
+  npm install --silent --no-audit --no-fund --prefix "$LAMINA_TOOLS" "playwright-core@$PLAYWRIGHT_CORE_VERSION"
+fi
+
 node -e 'const [a, b] = process.versions.node.split(".").map(Number);
   if (a < 20 || (a === 20 && b < 16)) { console.error("setup: Node >= 20.16 needed, have " + process.versions.node); process.exit(1); }'
 say "ready"

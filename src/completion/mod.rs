@@ -188,6 +188,56 @@ fn cut_prompt(ids: &[u32], n_ctx: usize, n_keep: i32) -> Vec<u32> {
     out
 }
 
+/// A generated token, owned: what `CompletionRun::next_token` returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratedToken {
+    pub id: u32,
+    /// Text released by this token (empty while held back).
+    pub text: String,
+    pub probs: Vec<TokenProb>,
+}
+
+impl GeneratedToken {
+    pub fn event(&self) -> TokenEvent<'_> {
+        TokenEvent {
+            id: self.id,
+            text: &self.text,
+            probs: &self.probs,
+        }
+    }
+}
+
+/// A completion in progress, one token per `next_token` call. It holds no
+/// borrow of its context, so a caller that must give control back between
+/// tokens (a JavaScript event loop) keeps it beside the context; `finish`
+/// makes the result. `Context::completion` drives one to the end.
+pub struct CompletionRun {
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    cached: usize,
+    n_prompt_evaluated: usize,
+    prompt_ms: f64,
+    truncated: bool,
+    sampler: Sampler,
+    limit: usize,
+    n_probs: usize,
+    n_keep: i32,
+    context_shift: bool,
+    /// Position of the next token in sequence 0.
+    pos: usize,
+    /// A sampled token still to be evaluated before the next one is sampled.
+    pending: Option<u32>,
+    generated: Vec<u32>,
+    probs_out: Vec<Vec<TokenProb>>,
+    stream: TextStream,
+    stops: StopMatcher,
+    /// Why the run ended, once it has.
+    reason: Option<&'static str>,
+    stopping_word: String,
+    n_generated_evaluated: usize,
+    predicted_ms: f64,
+}
+
 impl Context {
     /// Generates a completion of `params.prompt` in sequence 0, calling
     /// `on_token` for each generated token. The abort handle
@@ -197,20 +247,34 @@ impl Context {
         params: &CompletionParams,
         mut on_token: impl FnMut(&TokenEvent),
     ) -> Result<CompletionResult> {
+        let mut run = self.start_completion(params)?;
+        let ended = loop {
+            match run.next_token(self) {
+                Ok(Some(token)) => on_token(&token.event()),
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        // A stop request ends with its completion; it must not cancel the
+        // next decode.
+        self.abort_handle().reset();
+        ended.map(|()| run.finish())
+    }
+
+    /// Starts a completion: renders and tokenizes the prompt, reuses the
+    /// cached prefix and evaluates the rest. Tokens then come from
+    /// `CompletionRun::next_token`.
+    pub fn start_completion(&mut self, params: &CompletionParams) -> Result<CompletionRun> {
         self.abort_handle().reset();
         let n_ctx = self.n_ctx();
         let model = self.model().clone();
         let vocab = &model.vocab;
         let n_vocab = model.llama.hparams.n_vocab;
-        let rendered;
         let prompt = match &params.messages {
-            Some(messages) => {
-                rendered = model.chat_template()?.apply(messages, true)?;
-                &rendered
-            }
-            None => &params.prompt,
+            Some(messages) => model.chat_template()?.apply(messages, true)?,
+            None => params.prompt.clone(),
         };
-        let mut prompt_ids = vocab.tokenize(prompt, params.add_special, params.parse_special)?;
+        let mut prompt_ids = vocab.tokenize(&prompt, params.add_special, params.parse_special)?;
         if prompt_ids.is_empty() {
             return Err(Error::InvalidArgument("the prompt is empty".into()));
         }
@@ -248,12 +312,12 @@ impl Context {
         let t0 = Stopwatch::start();
         let n_batch = self.params().n_batch;
         let mut pos = cached;
-        let mut aborted = false;
+        let mut reason = None;
         for chunk in prompt_ids[cached..].chunks(n_batch) {
             let batch = Batch::for_sequence(chunk, pos as i32, 0)?;
             match self.decode(&batch) {
                 Err(Error::Cancelled(_)) => {
-                    aborted = true;
+                    reason = Some("abort");
                     break;
                 }
                 other => other?,
@@ -264,126 +328,156 @@ impl Context {
         for &t in &prompt_ids {
             sampler.accept(t);
         }
-        let prompt_ms = t0.elapsed_ms();
-        let n_prompt_evaluated = prompt_ids.len() - cached;
+        Ok(CompletionRun {
+            prompt,
+            n_prompt_evaluated: prompt_ids.len() - cached,
+            prompt_ids,
+            cached,
+            prompt_ms: t0.elapsed_ms(),
+            truncated,
+            sampler,
+            limit: usize::try_from(params.n_predict).unwrap_or(usize::MAX),
+            n_probs: params.n_probs,
+            n_keep: params.n_keep,
+            context_shift: params.context_shift,
+            pos,
+            pending: None,
+            generated: Vec::new(),
+            probs_out: Vec::new(),
+            stream: TextStream::new(),
+            stops: StopMatcher::new(&params.stop),
+            reason,
+            stopping_word: String::new(),
+            n_generated_evaluated: 0,
+            predicted_ms: 0.0,
+        })
+    }
+}
 
-        let t1 = Stopwatch::start();
-        let mut generated = Vec::new();
-        let mut probs_out = Vec::new();
-        let mut stream = TextStream::new();
-        let mut stops = StopMatcher::new(&params.stop);
-        let mut reason = if aborted { "abort" } else { "limit" };
-        let mut stopping_word = String::new();
-        let mut n_generated_evaluated = 0;
-        let limit = if params.n_predict < 0 {
-            usize::MAX
-        } else {
-            params.n_predict as usize
-        };
-        while !aborted && generated.len() < limit {
-            if self.abort_handle().is_aborted() {
-                reason = "abort";
-                break;
-            }
-            let logits = self.logits(-1)?;
-            let token = sampler.sample(logits)?;
-            let probs = if params.n_probs > 0 {
-                top_probs(self, logits, params.n_probs)
-            } else {
-                Vec::new()
-            };
-            generated.push(token);
-            if vocab.is_eog(token) {
-                reason = "eos";
-                on_token(&TokenEvent {
-                    id: token,
-                    text: "",
-                    probs: &probs,
-                });
-                probs_out.push(probs);
-                break;
-            }
-            sampler.accept(token);
-            let piece = stream.push(&vocab.token_bytes(token, false));
-            let emitted = match stops.push(&piece) {
-                Step::Emit(t) => t,
-                Step::Stop(t, word) => {
-                    reason = "word";
-                    stopping_word = word;
-                    on_token(&TokenEvent {
-                        id: token,
-                        text: &t,
-                        probs: &probs,
-                    });
-                    probs_out.push(probs);
-                    break;
+impl CompletionRun {
+    /// Whether the run has ended (`next_token` gives no more tokens).
+    pub fn is_done(&self) -> bool {
+        self.reason.is_some()
+    }
+
+    /// The next generated token, or `None` once the run has ended (end of
+    /// generation, a stop string, the limit, an abort, a full context without
+    /// shifting). `ctx` must be the context that started the run.
+    pub fn next_token(&mut self, ctx: &mut Context) -> Result<Option<GeneratedToken>> {
+        if self.reason.is_some() {
+            return Ok(None);
+        }
+        let t = Stopwatch::start();
+        let token = self.step(ctx);
+        self.predicted_ms += t.elapsed_ms();
+        if token.is_err() {
+            self.reason = Some("abort");
+        }
+        token
+    }
+
+    fn step(&mut self, ctx: &mut Context) -> Result<Option<GeneratedToken>> {
+        if self.generated.len() >= self.limit {
+            return Ok(self.end("limit"));
+        }
+        if ctx.abort_handle().is_aborted() {
+            return Ok(self.end("abort"));
+        }
+        if let Some(token) = self.pending.take() {
+            if self.pos >= ctx.n_ctx() {
+                if !self.context_shift {
+                    return Ok(self.end("limit"));
                 }
-            };
-            on_token(&TokenEvent {
-                id: token,
-                text: &emitted,
-                probs: &probs,
-            });
-            probs_out.push(probs);
-            if generated.len() >= limit {
-                break;
+                ctx.shift_context(self.n_keep, &mut self.pos)?;
+                self.truncated = true;
             }
-            if self.abort_handle().is_aborted() {
-                reason = "abort";
-                break;
-            }
-            if pos >= n_ctx {
-                if !params.context_shift {
-                    break;
-                }
-                self.shift_context(params.n_keep, &mut pos)?;
-                truncated = true;
-            }
-            match self.decode(&Batch::for_sequence(&[token], pos as i32, 0)?) {
-                Err(Error::Cancelled(_)) => {
-                    reason = "abort";
-                    break;
-                }
+            match ctx.decode(&Batch::for_sequence(&[token], self.pos as i32, 0)?) {
+                Err(Error::Cancelled(_)) => return Ok(self.end("abort")),
                 other => other?,
             }
-            self.history.push(token);
-            pos += 1;
-            n_generated_evaluated += 1;
+            ctx.history.push(token);
+            self.pos += 1;
+            self.n_generated_evaluated += 1;
         }
-        let mut text = String::new();
-        if reason == "word" {
-            text.push_str(stops.text());
+        let model = ctx.model().clone();
+        let vocab = &model.vocab;
+        let logits = ctx.logits(-1)?;
+        let id = self.sampler.sample(logits)?;
+        let probs = if self.n_probs > 0 {
+            top_probs(ctx, logits, self.n_probs)
         } else {
-            let tail = stream.finish();
-            if let Step::Stop(_, word) = stops.push(&tail) {
-                reason = "word";
-                stopping_word = word;
-            } else {
-                stops.finish();
-            }
-            text.push_str(stops.text());
+            Vec::new()
+        };
+        self.generated.push(id);
+        self.probs_out.push(probs.clone());
+        if vocab.is_eog(id) {
+            self.reason = Some("eos");
+            return Ok(Some(GeneratedToken {
+                id,
+                text: String::new(),
+                probs,
+            }));
         }
-        let predicted_ms = t1.elapsed_ms();
-        Ok(CompletionResult {
-            text,
-            tokens_predicted: generated.len(),
-            tokens_evaluated: n_prompt_evaluated + n_generated_evaluated,
-            tokens_cached: cached,
-            prompt_ids,
+        self.sampler.accept(id);
+        let piece = self.stream.push(&vocab.token_bytes(id, false));
+        let text = match self.stops.push(&piece) {
+            Step::Emit(text) => text,
+            Step::Stop(text, word) => {
+                self.reason = Some("word");
+                self.stopping_word = word;
+                text
+            }
+        };
+        self.pending = Some(id);
+        Ok(Some(GeneratedToken { id, text, probs }))
+    }
+
+    /// Ends the run for `reason`; no token.
+    fn end(&mut self, reason: &'static str) -> Option<GeneratedToken> {
+        self.reason = Some(reason);
+        None
+    }
+
+    /// The result: text (with any held-back tail), ids, why it stopped,
+    /// timings. A run stopped before its end is reported as aborted.
+    pub fn finish(mut self) -> CompletionResult {
+        let mut reason = self.reason.unwrap_or("abort");
+        if reason != "word" {
+            let tail = self.stream.finish();
+            if let Step::Stop(_, word) = self.stops.push(&tail) {
+                reason = "word";
+                self.stopping_word = word;
+            } else {
+                self.stops.finish();
+            }
+        }
+        CompletionResult {
+            text: self.stops.text().to_string(),
+            tokens_predicted: self.generated.len(),
+            tokens_evaluated: self.n_prompt_evaluated + self.n_generated_evaluated,
+            tokens_cached: self.cached,
+            prompt_ids: self.prompt_ids,
             stopped_eos: reason == "eos",
             stopped_word: reason == "word",
             stopped_limit: reason == "limit",
             stopped_aborted: reason == "abort",
-            stopping_word,
+            stopping_word: self.stopping_word,
             stop_reason: reason,
-            truncated,
-            prompt: prompt.to_string(),
-            timings: Timings::new(n_prompt_evaluated, prompt_ms, generated.len(), predicted_ms),
-            completion_probabilities: probs_out,
-            generated_ids: generated,
-        })
+            truncated: self.truncated,
+            prompt: self.prompt,
+            timings: Timings::new(
+                self.n_prompt_evaluated,
+                self.prompt_ms,
+                self.generated.len(),
+                self.predicted_ms,
+            ),
+            completion_probabilities: self.probs_out,
+            generated_ids: self.generated,
+        }
     }
+}
 
+impl Context {
     /// Frees half of the positions after `n_keep` and slides the rest down,
     /// as llama.cpp's context shift.
     fn shift_context(&mut self, n_keep: i32, pos: &mut usize) -> Result<()> {

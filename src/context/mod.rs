@@ -45,10 +45,11 @@ impl Default for ContextParams {
 }
 
 /// Threads by default: the machine's parallelism, at most 4 (more rarely
-/// helps a small model), 1 where there are no threads.
+/// helps a small model); in wasm, the thread pool JavaScript started (1 in
+/// the single-thread build).
 pub fn default_threads() -> usize {
     if cfg!(target_arch = "wasm32") {
-        1
+        crate::parallel::global_pool_threads().max(1)
     } else {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
     }

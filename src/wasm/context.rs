@@ -11,7 +11,7 @@ use wasm_bindgen::prelude::*;
 use super::{js_error, json_to_js, JsStreamLoader};
 use crate::backend::cpu::CpuDevice;
 use crate::chat::ChatMessage;
-use crate::completion::CompletionParams;
+use crate::completion::{CompletionParams, CompletionRun};
 use crate::context::{Context, ContextParams, KvType};
 use crate::gguf::{describe, GgufFile};
 use crate::model::Model;
@@ -66,9 +66,60 @@ fn parse<'a, T: Deserialize<'a>>(what: &str, json: &'a str) -> Result<T, JsError
 #[wasm_bindgen(js_name = LlamaContext)]
 pub struct JsLlamaContext {
     ctx: Context,
+    /// The completion in progress, between `completionStart` and
+    /// `completionFinish`.
+    run: Option<CompletionRun>,
+}
+
+/// `CompletionParams` from llama.rn-style JSON (its defaults where absent).
+fn completion_params(params_json: &str) -> Result<CompletionParams, JsError> {
+    let p: JsCompletionParams = parse("completion parameters", params_json)?;
+    let d = SamplingParams::default();
+    let seed = match p.seed {
+        None | Some(-1) => None,
+        Some(s) if (0..=u32::MAX as i64).contains(&s) => Some(s as u32),
+        Some(s) => return Err(JsError::new(&format!("seed {s} is out of range"))),
+    };
+    Ok(CompletionParams {
+        prompt: p.prompt.unwrap_or_default(),
+        messages: p.messages,
+        n_predict: p.n_predict.unwrap_or(-1),
+        sampling: SamplingParams {
+            temperature: p.temperature.unwrap_or(d.temperature),
+            top_k: p.top_k.unwrap_or(d.top_k),
+            top_p: p.top_p.unwrap_or(d.top_p),
+            min_p: p.min_p.unwrap_or(d.min_p),
+            typical_p: p.typical_p.unwrap_or(d.typical_p),
+            penalty_last_n: p.penalty_last_n.unwrap_or(d.penalty_last_n),
+            penalty_repeat: p.penalty_repeat.unwrap_or(d.penalty_repeat),
+            penalty_freq: p.penalty_freq.unwrap_or(d.penalty_freq),
+            penalty_present: p.penalty_present.unwrap_or(d.penalty_present),
+            mirostat: p.mirostat.unwrap_or(d.mirostat),
+            mirostat_tau: p.mirostat_tau.unwrap_or(d.mirostat_tau),
+            mirostat_eta: p.mirostat_eta.unwrap_or(d.mirostat_eta),
+            seed,
+            logit_bias: p.logit_bias,
+            ..d
+        },
+        stop: p.stop,
+        ignore_eos: p.ignore_eos,
+        n_probs: p.n_probs,
+        cache_prompt: p.cache_prompt.unwrap_or(true),
+        ..CompletionParams::default()
+    })
 }
 
 impl JsLlamaContext {
+    /// Calls that use the KV cache wait for the running completion's end.
+    fn check_idle(&self) -> Result<(), JsError> {
+        match self.run {
+            Some(_) => Err(JsError::new(
+                "a completion is running on this context (finish it first)",
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn load(file: GgufFile, params_json: &str) -> Result<JsLlamaContext, JsError> {
         let p: LoadParams = parse("model parameters", params_json)?;
         let device = CpuDevice::new(p.cpu_variant.as_deref()).map_err(js_error)?;
@@ -84,7 +135,7 @@ impl JsLlamaContext {
             type_v: kv(&p.cache_type_v).map_err(js_error)?,
         };
         let ctx = Context::new(Arc::new(model), params).map_err(js_error)?;
-        Ok(JsLlamaContext { ctx })
+        Ok(JsLlamaContext { ctx, run: None })
     }
 }
 
@@ -111,74 +162,50 @@ impl JsLlamaContext {
         JsLlamaContext::load(file, params_json)
     }
 
-    /// Generates; `onToken({token, id, probs})` hears each token's released
-    /// text. Returns the result object (`lamina run --json`'s fields).
-    pub fn completion(
-        &mut self,
-        params_json: &str,
-        on_token: Option<js_sys::Function>,
-    ) -> Result<JsValue, JsError> {
-        let p: JsCompletionParams = parse("completion parameters", params_json)?;
-        let d = SamplingParams::default();
-        let seed = match p.seed {
-            None | Some(-1) => None,
-            Some(s) if (0..=u32::MAX as i64).contains(&s) => Some(s as u32),
-            Some(s) => return Err(JsError::new(&format!("seed {s} is out of range"))),
-        };
-        let params = CompletionParams {
-            prompt: p.prompt.unwrap_or_default(),
-            messages: p.messages,
-            n_predict: p.n_predict.unwrap_or(-1),
-            sampling: SamplingParams {
-                temperature: p.temperature.unwrap_or(d.temperature),
-                top_k: p.top_k.unwrap_or(d.top_k),
-                top_p: p.top_p.unwrap_or(d.top_p),
-                min_p: p.min_p.unwrap_or(d.min_p),
-                typical_p: p.typical_p.unwrap_or(d.typical_p),
-                penalty_last_n: p.penalty_last_n.unwrap_or(d.penalty_last_n),
-                penalty_repeat: p.penalty_repeat.unwrap_or(d.penalty_repeat),
-                penalty_freq: p.penalty_freq.unwrap_or(d.penalty_freq),
-                penalty_present: p.penalty_present.unwrap_or(d.penalty_present),
-                mirostat: p.mirostat.unwrap_or(d.mirostat),
-                mirostat_tau: p.mirostat_tau.unwrap_or(d.mirostat_tau),
-                mirostat_eta: p.mirostat_eta.unwrap_or(d.mirostat_eta),
-                seed,
-                logit_bias: p.logit_bias,
-                ..d
-            },
-            stop: p.stop,
-            ignore_eos: p.ignore_eos,
-            n_probs: p.n_probs,
-            cache_prompt: p.cache_prompt.unwrap_or(true),
-            ..CompletionParams::default()
-        };
-        let mut callback_error = None;
-        let result = self
-            .ctx
-            .completion(&params, |ev| {
-                let Some(f) = &on_token else { return };
-                if callback_error.is_some() {
-                    return;
-                }
-                let event = serde_json::json!({
-                    "token": ev.text,
-                    "id": ev.id,
-                    "completion_probabilities": ev.probs,
-                });
-                let call = json_to_js(&event).and_then(|v| {
-                    f.call1(&JsValue::NULL, &v)
-                        .map_err(|e| JsError::new(&format!("onToken threw: {}", js_text(&e))))
-                });
-                if let Err(e) = call {
-                    callback_error = Some(e);
-                }
-            })
-            .map_err(js_error)?;
-        if let Some(e) = callback_error {
-            return Err(e);
+    /// Starts a completion (llama.rn's parameters as JSON): the prompt is
+    /// evaluated now; tokens then come one per `completionNext()`, so the JS
+    /// caller can give its event loop a turn between tokens (a stop button,
+    /// `stopCompletion`) and `completionFinish()` gives the result object.
+    #[wasm_bindgen(js_name = completionStart)]
+    pub fn completion_start(&mut self, params_json: &str) -> Result<(), JsError> {
+        self.check_idle()?;
+        let params = completion_params(params_json)?;
+        self.run = Some(self.ctx.start_completion(&params).map_err(js_error)?);
+        Ok(())
+    }
+
+    /// The next token as `{token, id, completion_probabilities}`, or
+    /// `undefined` once the completion has ended.
+    #[wasm_bindgen(js_name = completionNext)]
+    pub fn completion_next(&mut self) -> Result<JsValue, JsError> {
+        let run = self
+            .run
+            .as_mut()
+            .ok_or_else(|| JsError::new("no completion is running (call completionStart)"))?;
+        match run.next_token(&mut self.ctx).map_err(js_error)? {
+            None => Ok(JsValue::UNDEFINED),
+            Some(t) => json_to_js(&serde_json::json!({
+                "token": t.text,
+                "id": t.id,
+                "completion_probabilities": t.probs,
+            })),
         }
-        let mut v = serde_json::to_value(&result).map_err(|e| JsError::new(&e.to_string()))?;
-        // llama.rn's name for the text.
+    }
+
+    /// Ends the running completion (early if tokens remain: reported as
+    /// aborted) and returns its result: `lamina run --json`'s fields plus
+    /// llama.rn's `content`.
+    #[wasm_bindgen(js_name = completionFinish)]
+    pub fn completion_finish(&mut self) -> Result<JsValue, JsError> {
+        let run = self
+            .run
+            .take()
+            .ok_or_else(|| JsError::new("no completion is running (call completionStart)"))?;
+        // A stop request ends with its completion; it must not cancel the
+        // next decode (a bench, say).
+        self.ctx.abort_handle().reset();
+        let mut v =
+            serde_json::to_value(run.finish()).map_err(|e| JsError::new(&e.to_string()))?;
         v["content"] = v["text"].clone();
         v["cpu_variant"] = self.ctx.model().llama.kernels().variant.to_string().into();
         json_to_js(&v)
@@ -230,6 +257,7 @@ impl JsLlamaContext {
 
     /// llama-bench's pp and tg tests: a list of result rows.
     pub fn bench(&mut self, pp: usize, tg: usize, reps: Option<usize>) -> Result<JsValue, JsError> {
+        self.check_idle()?;
         let rows =
             crate::bench::bench(&mut self.ctx, "", pp, tg, reps.unwrap_or(3)).map_err(js_error)?;
         json_to_js(&serde_json::to_value(rows).map_err(|e| JsError::new(&e.to_string()))?)
@@ -256,11 +284,4 @@ impl JsAbortHandle {
     pub fn abort(&self) {
         self.0.abort();
     }
-}
-
-fn js_text(v: &JsValue) -> String {
-    v.dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| v.as_string())
-        .unwrap_or_else(|| format!("{v:?}"))
 }

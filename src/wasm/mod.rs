@@ -46,6 +46,27 @@ pub fn test_panic(message: &str) {
     panic!("{message}");
 }
 
+/// Which build this is: `"threaded"` (SIMD128 with a Web Worker thread pool)
+/// or `"single-thread"`.
+#[wasm_bindgen(js_name = buildKind)]
+pub fn build_kind() -> String {
+    if cfg!(feature = "threads") { "threaded" } else { "single-thread" }.into()
+}
+
+/// Starts rayon's pool of `n` Web Workers (a Promise); contexts then compute
+/// with it. Only in the threaded build.
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
+/// Tells the engine that `initThreadPool` has finished; returns the pool's
+/// thread count.
+#[cfg(feature = "threads")]
+#[wasm_bindgen(js_name = threadPoolStarted)]
+pub fn thread_pool_started() -> usize {
+    crate::parallel::global_pool_started();
+    crate::parallel::global_pool_threads()
+}
+
 fn js_error(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
 }

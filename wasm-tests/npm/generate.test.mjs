@@ -50,7 +50,9 @@ test('greedy completions follow llama.cpp', async () => {
     assert.ok(r.timings.predicted_per_second > 0);
     assert.equal(r.cpu_variant, 'simd128');
   }
-  assert.deepEqual(await ctx.contextInfo(), { cpu_variant: 'simd128', n_threads: 1, n_ctx: 512 });
+  assert.deepEqual(await ctx.contextInfo(), {
+    cpu_variant: 'simd128', n_threads: 1, n_ctx: 512, build: 'single-thread',
+  });
 });
 
 test('tokenize equals the golden ids; detokenize inverts it', async () => {
@@ -104,12 +106,29 @@ test('errors are Errors with the engine message', async () => {
   });
   await assert.rejects(ctx.completion({ prompt: 'hi', mirostat: 7 }), /mirostat/);
   await assert.rejects(loadModel(new Uint8Array(await readFile(smollm2)), { n_threads: 0 }), /threads/);
+  const boom = new Error('boom');
   await assert.rejects(
     ctx.completion({ prompt: 'hi', n_predict: 2 }, () => {
-      throw new Error('boom');
+      throw boom;
     }),
-    /onToken threw: boom/,
+    (e) => e === boom,
   );
+  // The failed completion left the context idle: the next one runs.
+  const r = await ctx.completion({ prompt: 'hi', n_predict: 2, temperature: 0 });
+  assert.equal(r.tokens_predicted, 2);
+});
+
+test('stopCompletion from a timer stops a running completion', async () => {
+  const ctx = await context();
+  const ids = [];
+  setTimeout(() => ctx.stopCompletion(), 50);
+  const r = await ctx.completion(
+    { prompt: 'Once upon a time', n_predict: 2000, temperature: 0, ignore_eos: true },
+    (t) => ids.push(t.id),
+  );
+  assert.equal(r.stop_reason, 'abort');
+  assert.ok(r.tokens_predicted < 2000, `${r.tokens_predicted} tokens`);
+  assert.deepEqual(r.generated_ids, ids);
 });
 
 test('bench reports llama-bench rows', async () => {

@@ -1,0 +1,291 @@
+// lamina's engine, called directly: loads one of the two WebAssembly builds
+// (single-thread, or threaded with a Web Worker pool) and exposes the API over
+// the usual model sources: ArrayBuffer, Uint8Array, Blob/File (read in chunks)
+// or a URL. Node uses it as is (index.js); browsers run it inside a Web Worker
+// (worker.js) so generation never blocks the page.
+
+const BUILDS = {
+  'single-thread': { js: './dist/lamina.js', wasm: './dist/lamina_bg.wasm' },
+  threaded: { js: './dist-threads/lamina.js', wasm: './dist-threads/lamina_bg.wasm' },
+};
+const CHUNK_BYTES = 8 << 20;
+const isNode = typeof process !== 'undefined' && process.versions?.node != null;
+
+let ready = null;
+/** The wasm-bindgen module of the build that runs (set by `init`). */
+let wasm = null;
+
+/**
+ * Loads and instantiates the engine once; later calls return the same
+ * promise. `build` is 'single-thread' (the default; the only one in Node) or
+ * 'threaded' (needs cross-origin isolation; starts `threads` Web Workers).
+ * Resolves to `{ build, simd, threads }`.
+ */
+export function init({ build = 'single-thread', threads = 1 } = {}) {
+  if (!ready) {
+    ready = (async () => {
+      const files = BUILDS[build];
+      if (!files) throw new Error(`unknown build ${JSON.stringify(build)}`);
+      if (build === 'threaded' && isNode) throw new Error('the threaded build runs in browsers only');
+      const url = new URL(files.wasm, import.meta.url);
+      const module = await import(files.js);
+      if (isNode) {
+        const { readFile } = await import('node:fs/promises');
+        module.initSync({ module: await readFile(url) });
+      } else {
+        await module.default({ module_or_path: url });
+      }
+      let poolThreads = 1;
+      if (build === 'threaded') {
+        await module.initThreadPool(threads);
+        poolThreads = module.threadPoolStarted();
+      }
+      wasm = module;
+      return { build: module.buildKind(), simd: 'simd128', threads: poolThreads };
+    })();
+    ready.catch(() => { ready = null; });
+  }
+  return ready;
+}
+
+/** Which build runs: `{ build: 'single-thread' | 'threaded', simd, threads }`. */
+export async function buildInfo() {
+  return init();
+}
+
+let poisoned = null;
+
+/** Resolves after one turn of the event loop (a macrotask, not clamped). */
+const nextTurn =
+  typeof setImmediate === 'function'
+    ? () => new Promise((resolve) => setImmediate(resolve))
+    : (() => {
+        const channel = new MessageChannel();
+        const waiting = [];
+        channel.port1.onmessage = () => waiting.shift()?.();
+        return () =>
+          new Promise((resolve) => {
+            waiting.push(resolve);
+            channel.port2.postMessage(null);
+          });
+      })();
+
+/**
+ * Runs an engine call. A Rust panic aborts the wasm instance (a
+ * `RuntimeError`); it becomes an `Error` with the panic's message, and later
+ * calls fail with it too (the instance's state can no longer be trusted).
+ */
+function guard(call) {
+  if (poisoned) throw new Error(`the lamina engine stopped after a panic: ${poisoned}`);
+  try {
+    return call();
+  } catch (e) {
+    if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
+      poisoned = wasm.takeLastPanic() ?? e.message;
+      throw new Error(`lamina panicked: ${poisoned}`);
+    }
+    throw e;
+  }
+}
+
+/** Test-only: makes the engine panic with `message`. */
+export async function _testPanic(message) {
+  await init();
+  return guard(() => wasm.__testPanic(message));
+}
+
+function checkAborted(signal) {
+  if (signal?.aborted) throw signal.reason ?? new Error('aborted');
+}
+
+/**
+ * Feeds a stream of Uint8Array chunks to a fresh loader, then `use(loader,
+ * info)` once it has finished; the loader is freed afterwards.
+ */
+async function streamInto(totalBytes, chunks, { onProgress, signal } = {}, use = (_, info) => info) {
+  const loader = new wasm.GgufStreamLoader(totalBytes);
+  try {
+    for await (const chunk of chunks) {
+      checkAborted(signal);
+      loader.push(chunk);
+      onProgress?.(totalBytes ? loader.received / totalBytes : 1);
+    }
+    return use(loader, loader.finish());
+  } finally {
+    loader.free();
+  }
+}
+
+/** Streams `source` (Blob or URL) into a loader and hands it to `use`. */
+async function streamSource(source, options, use) {
+  if (typeof Blob !== 'undefined' && source instanceof Blob) {
+    return streamInto(source.size, blobChunks(source), options, use);
+  }
+  const response = await fetch(source, { signal: options.signal });
+  if (!response.ok) throw new Error(`cannot fetch ${source}: HTTP ${response.status}`);
+  const length = Number(response.headers.get('content-length'));
+  if (!Number.isFinite(length) || length <= 0) {
+    const bytes = new Uint8Array(await response.arrayBuffer());
+    return streamInto(bytes.length, [bytes], options, use);
+  }
+  return streamInto(length, responseChunks(response), options, use);
+}
+
+async function* blobChunks(blob) {
+  for (let offset = 0; offset < blob.size; offset += CHUNK_BYTES) {
+    const part = blob.slice(offset, offset + CHUNK_BYTES);
+    yield new Uint8Array(await part.arrayBuffer());
+  }
+}
+
+async function* responseChunks(response) {
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    yield value;
+  }
+}
+
+/**
+ * Describes a GGUF file: `{ version, metadata, tensors: [{name, type, shape,
+ * offset, bytes}], totals, ... }`, as `lamina info --json` prints it.
+ * Throws an `Error` with the engine's message for a file that is not valid GGUF.
+ *
+ * @param {ArrayBuffer | Uint8Array | Blob | string | URL} source
+ * @param {{ onProgress?: (fraction: number) => void, signal?: AbortSignal }} [options]
+ */
+export async function modelInfo(source, options = {}) {
+  await init();
+  checkAborted(options.signal);
+  if (source instanceof Uint8Array) return wasm.modelInfo(source);
+  if (source instanceof ArrayBuffer) return wasm.modelInfo(new Uint8Array(source));
+  if (
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    typeof source === 'string' ||
+    source instanceof URL
+  ) {
+    return streamSource(source, options, (_, info) => info);
+  }
+  throw new TypeError('modelInfo: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+}
+
+/**
+ * A loaded model and its context, with llama.rn's calls. Errors are `Error`s
+ * carrying the engine's message.
+ */
+export class LlamaContext {
+  #inner;
+  #abort;
+  /** Whether a completion runs (a stop request then applies to it). */
+  #running = false;
+
+  constructor(inner) {
+    this.#inner = inner;
+    this.#abort = inner.abortHandle();
+  }
+
+  #ctx() {
+    if (!this.#inner) throw new Error('this LlamaContext was released');
+    return this.#inner;
+  }
+
+  /**
+   * Generates a completion. `params` takes llama.rn's names (prompt or
+   * messages, n_predict, temperature, top_k, top_p, min_p, stop, seed,
+   * ignore_eos, n_probs, ...); `onToken({ token, id, completion_probabilities })`
+   * hears each piece of text as it is released. Between tokens the event
+   * loop gets a turn, so `stopCompletion()` from a timer, a message or a
+   * button stops it at the next token.
+   */
+  async completion(params, onToken) {
+    const ctx = this.#ctx();
+    guard(() => ctx.completionStart(JSON.stringify(params ?? {})));
+    this.#running = true;
+    try {
+      for (;;) {
+        await nextTurn();
+        const event = guard(() => ctx.completionNext());
+        if (event === undefined) break;
+        onToken?.(event);
+      }
+    } catch (e) {
+      // Leave the context idle (its cache consistent) for the next call.
+      if (!poisoned) ctx.completionFinish();
+      throw e;
+    } finally {
+      this.#running = false;
+    }
+    return guard(() => ctx.completionFinish());
+  }
+
+  /** Stops the running completion at the next token. */
+  stopCompletion() {
+    if (this.#running) this.#abort?.abort();
+  }
+
+  /** `{ tokens }` for `text` (`addSpecial`, `parseSpecial` default true). */
+  async tokenize(text, { addSpecial = true, parseSpecial = true } = {}) {
+    return { tokens: Array.from(guard(() => this.#ctx().tokenize(text, addSpecial, parseSpecial))) };
+  }
+
+  /** The text of token ids. */
+  async detokenize(ids, { special = false } = {}) {
+    return guard(() => this.#ctx().detokenize(Uint32Array.from(ids), special));
+  }
+
+  /** `lamina info --json` of the loaded model. */
+  async modelInfo() {
+    return guard(() => this.#ctx().modelInfo());
+  }
+
+  /** `{ cpu_variant, n_threads, n_ctx, build }`. */
+  async contextInfo() {
+    const { build } = await init();
+    return { ...guard(() => this.#ctx().contextInfo()), build };
+  }
+
+  /** llama-bench's pp and tg tests: `[{ n_prompt, n_gen, avg_ts, stddev_ts, ... }]`. */
+  async bench(pp = 128, tg = 64, reps = 3) {
+    return guard(() => this.#ctx().bench(pp, tg, reps));
+  }
+
+  /** Frees the model and its context. */
+  async release() {
+    this.#inner?.free();
+    this.#abort?.free();
+    this.#inner = null;
+    this.#abort = null;
+  }
+}
+
+/**
+ * Loads a GGUF model and makes a context. `params` takes llama.rn's initLlama
+ * names: n_ctx, n_batch, n_ubatch, n_threads, cache_type_k, cache_type_v,
+ * cpu_variant. A Blob/File or URL is read in chunks with progress.
+ *
+ * @param {ArrayBuffer | Uint8Array | Blob | string | URL} source
+ */
+export async function loadModel(source, params = {}, options = {}) {
+  await init();
+  checkAborted(options.signal);
+  const json = JSON.stringify(params ?? {});
+  let inner;
+  if (source instanceof Uint8Array) {
+    inner = guard(() => wasm.LlamaContext.fromBytes(source, json));
+  } else if (source instanceof ArrayBuffer) {
+    inner = guard(() => wasm.LlamaContext.fromBytes(new Uint8Array(source), json));
+  } else if (
+    (typeof Blob !== 'undefined' && source instanceof Blob) ||
+    typeof source === 'string' ||
+    source instanceof URL
+  ) {
+    inner = await streamSource(source, options, (loader) =>
+      guard(() => wasm.LlamaContext.fromLoader(loader, json)),
+    );
+  } else {
+    throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+  }
+  options.onProgress?.(1);
+  return new LlamaContext(inner);
+}

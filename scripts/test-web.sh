@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The browser test on its own: builds both wasm engines, fetches the models,
+# serves the repository with COOP/COEP on a free port and runs
+# wasm-tests/web/chat.test.mjs in headless Chromium. Leaves the screenshot at
+# target/web-test/screenshot.png.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+source scripts/env.sh
+[ -n "${LAMINA_SKIP_BUILD:-}" ] || { scripts/setup.sh; scripts/build-wasm.sh; scripts/fetch-models.sh; }
+
+source scripts/web-server.sh
+
+LAMINA_REPO="$repo" LAMINA_TOOLS="$LAMINA_TOOLS" \
+  LAMINA_WEB_URL="$WEB_URL" \
+  LAMINA_SCREENSHOT="$repo/target/web-test/screenshot.png" \
+  node --test --test-reporter=spec wasm-tests/web/chat.test.mjs
+echo "test-web: screenshot at target/web-test/screenshot.png"

@@ -1,0 +1,235 @@
+//! The worker pool a context computes with. Natively: one rayon pool per
+//! context, built once and reused for every matrix product and attention
+//! pass. With one thread there is no pool and work runs inline, which is
+//! also what the single-thread wasm build gets. The threaded wasm build
+//! (`atomics`) cannot spawn threads itself: its Web Workers are started from
+//! JavaScript (wasm-bindgen-rayon's `initThreadPool`) as rayon's global pool,
+//! and every context of that wasm instance shares it; a forward pass borrows
+//! `n_threads - 1` of them as a spinning `Team` (see team.rs for why).
+
+mod team;
+
+use crate::error::{Error, Result};
+
+enum Pool {
+    /// One thread: everything runs on the caller.
+    Inline,
+    /// A pool of this context's own (native).
+    #[cfg_attr(all(target_arch = "wasm32", target_feature = "atomics"), allow(dead_code))]
+    Own(rayon::ThreadPool),
+    /// rayon's global pool, started by JavaScript (threaded wasm).
+    #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "atomics")), allow(dead_code))]
+    Global,
+}
+
+pub struct Workers {
+    pool: Pool,
+    n_threads: usize,
+}
+
+/// Threads of the global pool once JavaScript has started it (0 before).
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+static GLOBAL_POOL_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Records that `initThreadPool` has finished: rayon's global pool runs.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub fn global_pool_started() {
+    GLOBAL_POOL_THREADS.store(rayon::current_num_threads(), std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Threads of the pool JavaScript started (threaded wasm); 0 elsewhere.
+pub fn global_pool_threads() -> usize {
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    return GLOBAL_POOL_THREADS.load(std::sync::atomic::Ordering::SeqCst);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    0
+}
+
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+thread_local! {
+    /// The team of the `install` running on this thread.
+    static CURRENT_TEAM: std::cell::Cell<*const team::Team> =
+        const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// A slice's base pointer handed to the team's threads (each touches only
+/// the items whose index it took).
+struct SharedMut<T>(*mut T);
+
+// SAFETY: used only for disjoint items of a slice the caller borrows mutably.
+unsafe impl<T: Send> Sync for SharedMut<T> {}
+
+impl<T> SharedMut<T> {
+    fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
+impl Workers {
+    pub fn new(n_threads: usize) -> Result<Workers> {
+        if n_threads == 0 {
+            return Err(Error::InvalidArgument(
+                "the number of threads must be at least 1".into(),
+            ));
+        }
+        if n_threads == 1 {
+            return Ok(Workers {
+                pool: Pool::Inline,
+                n_threads,
+            });
+        }
+        Self::with_threads(n_threads)
+    }
+
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    fn with_threads(n_threads: usize) -> Result<Workers> {
+        let started = global_pool_threads();
+        if started == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot use {n_threads} threads: the wasm thread pool is not started (initThreadPool)"
+            )));
+        }
+        // The global pool has the size JavaScript gave it; that is what runs.
+        Ok(Workers {
+            pool: Pool::Global,
+            n_threads: started,
+        })
+    }
+
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    fn with_threads(n_threads: usize) -> Result<Workers> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n_threads)
+            .thread_name(|i| format!("lamina-worker-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::InvalidArgument(format!("cannot start {n_threads} worker threads: {e}"))
+            })?;
+        Ok(Workers {
+            pool: Pool::Own(pool),
+            n_threads,
+        })
+    }
+
+    pub fn n_threads(&self) -> usize {
+        self.n_threads
+    }
+
+    /// Runs `f` on a worker of the pool (inline without one). A whole forward
+    /// pass goes through here once: its many parallel regions then start
+    /// from inside the pool, where idle workers are still spinning and take
+    /// the work at once, instead of each region waking them from outside.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Pool::Own(pool) => pool.install(f),
+            Pool::Global => self.with_team(f),
+            Pool::Inline => f(),
+        }
+    }
+
+    /// Runs `f` on the calling thread with `n_threads - 1` helpers from the
+    /// global pool spinning beside it (a `Team`); the parallel regions of `f`
+    /// go to the team.
+    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    fn with_team<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        let team = team::Team::new(self.n_threads - 1);
+        rayon::in_place_scope(|s| {
+            for _ in 1..self.n_threads {
+                s.spawn(|_| team.help());
+            }
+            let r = CURRENT_TEAM.with(|t| {
+                t.set(&team as *const team::Team);
+                let r = f();
+                t.set(std::ptr::null());
+                r
+            });
+            team.finish();
+            r
+        })
+    }
+
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    fn with_team<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        f()
+    }
+
+    /// `job(0..n)` on the team of the running `install`, or inline outside one.
+    fn on_team(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+        {
+            let team = CURRENT_TEAM.with(|t| t.get());
+            // SAFETY: set only while `with_team` keeps the team alive.
+            if let Some(team) = unsafe { team.as_ref() } {
+                return team.run(n, job);
+            }
+        }
+        (0..n).for_each(job)
+    }
+
+    /// Runs `f` where this context's parallel iterators reach its workers.
+    fn in_pool<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Pool::Own(pool) => pool.install(f),
+            Pool::Global | Pool::Inline => f(),
+        }
+    }
+
+    /// `f(0), f(1), ..., f(n - 1)`, spread over the workers, results in order.
+    pub fn map<T: Send>(&self, n: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+        if matches!(self.pool, Pool::Inline) || n <= 1 {
+            return (0..n).map(f).collect();
+        }
+        if matches!(self.pool, Pool::Global) {
+            let slots: Vec<std::sync::Mutex<Option<T>>> =
+                (0..n).map(|_| std::sync::Mutex::new(None)).collect();
+            self.on_team(n, &|i| {
+                let value = f(i);
+                *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(value);
+            });
+            return slots
+                .into_iter()
+                .map(|s| {
+                    s.into_inner()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .expect("every index of a region runs")
+                })
+                .collect();
+        }
+        self.in_pool(|| {
+            use rayon::prelude::*;
+            (0..n).into_par_iter().map(f).collect()
+        })
+    }
+
+    /// `f(i, &mut items[i])` for every item, spread over the workers.
+    pub fn for_each_mut<T: Send>(&self, items: &mut [T], f: impl Fn(usize, &mut T) + Sync + Send) {
+        if matches!(self.pool, Pool::Inline) || items.len() <= 1 {
+            items.iter_mut().enumerate().for_each(|(i, t)| f(i, t));
+            return;
+        }
+        if matches!(self.pool, Pool::Global) {
+            let base = SharedMut(items.as_mut_ptr());
+            self.on_team(items.len(), &|i| {
+                // SAFETY: each index is taken by exactly one thread, and
+                // `items` outlives the region.
+                let item = unsafe { &mut *base.at(i) };
+                f(i, item);
+            });
+            return;
+        }
+        self.in_pool(|| {
+            use rayon::prelude::*;
+            items.par_iter_mut().enumerate().for_each(|(i, t)| f(i, t));
+        })
+    }
+
+    /// How many pieces to cut `n` units of work into: a few per thread, so an
+    /// unlucky slow piece does not leave the others idle.
+    pub fn pieces(&self, n: usize) -> usize {
+        if self.n_threads == 1 {
+            1
+        } else {
+            n.min(self.n_threads * 4).max(1)
+        }
+    }
+}

@@ -1,0 +1,105 @@
+// The browser test of the chat page (scripts/test-web.sh): headless Chromium
+// (Debian's, driven by playwright-core) opens web/ from the COOP/COEP server,
+// loads SmolLM2 Q4_1 by URL with 2 threads, generates 16 greedy tokens for a
+// golden prompt, and checks
+//   - the threaded build ran, with 2 threads;
+//   - the ids equal llama.cpp's (golden) up to its first near-tie, and all 16
+//     equal the single-thread wasm engine's in Node (same kernels: threads
+//     split rows, never a dot product, so the numbers are the same);
+//   - the stop button ends a long generation at once and the page stays usable;
+// then saves a screenshot. Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL,
+// LAMINA_SCREENSHOT.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { readFile, mkdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+const repo = process.env.LAMINA_REPO;
+const pageUrl = process.env.LAMINA_WEB_URL;
+const screenshot = process.env.LAMINA_SCREENSHOT;
+const { chromium } = createRequire(`${process.env.LAMINA_TOOLS}/`)('playwright-core');
+const MODEL = 'SmolLM2-135M-Instruct.Q4_1.gguf';
+const N_TOKENS = 16;
+
+const golden = JSON.parse(
+  await readFile(`${repo}/native-tests/golden/smollm2/generate/q4_1_france.json`, 'utf8'),
+);
+
+/** The same prompt through the npm package's engine in Node (single-thread). */
+async function nodeIds() {
+  const path = `${repo}/models/${MODEL}`;
+  if (!existsSync(path)) throw new Error(`model missing at ${path}: run scripts/fetch-models.sh`);
+  const { loadModel } = await import(`${repo}/npm/index.js`);
+  const ctx = await loadModel(new Uint8Array(await readFile(path)), { n_ctx: 2048 });
+  const r = await ctx.completion({ prompt: golden.prompt, n_predict: N_TOKENS, temperature: 0 });
+  await ctx.release();
+  return r.generated_ids;
+}
+
+test('the chat page generates golden tokens with the threaded build', async () => {
+  const expected = await nodeIds();
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: [
+      '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run',
+    ],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1000, height: 760 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(pageUrl);
+    assert.equal(await page.evaluate(() => self.crossOriginIsolated), true, 'the server sends COOP/COEP');
+
+    await page.fill('#url', `/models/${MODEL}`);
+    await page.fill('#threads', '2');
+    await page.click('#load-button');
+    await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state), null, { timeout: 120_000 });
+    const engine = await page.textContent('#engine');
+    assert.equal(await page.evaluate(() => document.body.dataset.state), 'ready', engine);
+    const info = await page.evaluate(() => window.laminaPage.info);
+    assert.equal(info.build, 'threaded', engine);
+    assert.equal(info.n_threads, 2, engine);
+    assert.equal(info.cpu_variant, 'simd128');
+    assert.match(engine, /threaded build .* 2 threads/);
+
+    await page.selectOption('#mode', 'raw');
+    await page.fill('#n_predict', String(N_TOKENS));
+    await page.fill('#temperature', '0');
+    await page.fill('#prompt', golden.prompt);
+    await page.click('#send');
+    await page.waitForFunction(() => document.body.dataset.state === 'generating');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 120_000 });
+    const result = await page.evaluate(() => window.laminaPage.last);
+    assert.ok(result, await page.textContent('#chat'));
+
+    let sure = golden.top1_top2_gap_per_step.findIndex((gap) => gap < 0.5);
+    if (sure < 0) sure = golden.generated_ids.length;
+    assert.deepEqual(result.prompt_ids, golden.prompt_ids);
+    assert.equal(result.generated_ids.length, N_TOKENS);
+    assert.deepEqual(result.generated_ids.slice(0, sure), golden.generated_ids.slice(0, sure));
+    assert.deepEqual(result.generated_ids, expected, 'the browser and Node give the same 16 ids');
+    const shown = await page.textContent('.msg.assistant');
+    assert.equal(shown, result.text, 'the streamed text is on the page');
+    assert.match(await page.textContent('#stats'), /prompt: \d+ tokens, [\d.]+ t\/s · generation: 16 tokens/);
+    await mkdir(dirname(screenshot), { recursive: true });
+    await page.screenshot({ path: screenshot, fullPage: true });
+
+    // Stop: a long generation ends at the click, reported as an abort.
+    await page.fill('#n_predict', '4000');
+    await page.fill('#prompt', 'Once upon a time');
+    await page.click('#send');
+    await page.waitForFunction(() => document.querySelectorAll('.msg.assistant')[1]?.textContent.length > 20);
+    await page.click('#stop');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 30_000 });
+    const stopped = await page.evaluate(() => window.laminaPage.last);
+    assert.equal(stopped.stop_reason, 'abort');
+    assert.ok(stopped.tokens_predicted < 4000);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+  }
+});
