@@ -12,6 +12,10 @@ const CHUNK_BYTES = 8 << 20;
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 
 let ready = null;
+
+function defaultReason() {
+  return isNode ? 'Node runs the single-thread build' : 'the single-thread build was asked for';
+}
 /** The wasm-bindgen module of the build that runs (set by `init`). */
 let wasm = null;
 
@@ -21,7 +25,7 @@ let wasm = null;
  * 'threaded' (needs cross-origin isolation; starts `threads` Web Workers).
  * Resolves to `{ build, simd, threads }`.
  */
-export function init({ build = 'single-thread', threads = 1 } = {}) {
+export function init({ build = 'single-thread', threads = 1, reason = defaultReason() } = {}) {
   if (!ready) {
     ready = (async () => {
       const files = BUILDS[build];
@@ -41,7 +45,7 @@ export function init({ build = 'single-thread', threads = 1 } = {}) {
         poolThreads = module.threadPoolStarted();
       }
       wasm = module;
-      return { build: module.buildKind(), simd: 'simd128', threads: poolThreads };
+      return { build: module.buildKind(), simd: 'simd128', threads: poolThreads, reason };
     })();
     ready.catch(() => { ready = null; });
   }
@@ -180,6 +184,9 @@ export class LlamaContext {
   /** Whether a completion runs (a stop request then applies to it). */
   #running = false;
 
+  /** `{ build, reason, simd, cpu_variant, n_threads, n_ctx }`, set at load. */
+  build = null;
+
   constructor(inner) {
     this.#inner = inner;
     this.#abort = inner.abortHandle();
@@ -287,5 +294,8 @@ export async function loadModel(source, params = {}, options = {}) {
     throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
   }
   options.onProgress?.(1);
-  return new LlamaContext(inner);
+  const context = new LlamaContext(inner);
+  const { simd, reason } = await init();
+  context.build = { ...(await context.contextInfo()), simd, reason };
+  return context;
 }

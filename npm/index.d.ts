@@ -36,6 +36,18 @@ export interface LoadOptions {
 export interface BuildInfo {
   build: 'single-thread' | 'threaded';
   simd: 'simd128';
+  /** Threads of the engine's pool (Node: 1). */
+  threads?: number;
+  /** Why this build (e.g. "the page is not cross-origin isolated (COOP/COEP)"). */
+  reason?: string;
+}
+
+/** What runs a loaded model. */
+export interface ContextInfo {
+  cpu_variant: string;
+  n_threads: number;
+  n_ctx: number;
+  build: 'single-thread' | 'threaded';
 }
 
 export function init(): Promise<BuildInfo>;
@@ -44,16 +56,6 @@ export function modelInfo(
   source: ArrayBuffer | Uint8Array | Blob | string | URL,
   options?: LoadOptions,
 ): Promise<ModelInfo>;
-
-/** Low-level chunked loader: push the file's bytes in order, then finish(). */
-export class GgufStreamLoader {
-  constructor(totalBytes: number);
-  push(chunk: Uint8Array): void;
-  readonly received: number;
-  readonly headerReady: boolean;
-  finish(): ModelInfo;
-  free(): void;
-}
 
 /** llama.rn's initLlama parameters that apply. */
 export interface LoadParams {
@@ -149,14 +151,25 @@ export interface BenchRow {
   [key: string]: unknown;
 }
 
+/**
+ * A loaded model and its context. In browsers it lives in a Web Worker of its
+ * own (every method is a message to it); in Node it runs in the calling thread.
+ */
 export declare class LlamaContext {
+  /** The build that runs this model, and why it was picked. */
+  readonly build: ContextInfo & { simd: 'simd128'; reason: string };
+  /**
+   * Resolves with the result once generation ends; `onToken` hears each
+   * released piece of text. The event loop gets a turn between tokens.
+   */
   completion(params: CompletionParams, onToken?: (data: TokenData) => void): Promise<CompletionResult>;
   stopCompletion(): void;
   tokenize(text: string, opts?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<{ tokens: number[] }>;
   detokenize(ids: number[], opts?: { special?: boolean }): Promise<string>;
   modelInfo(): Promise<ModelInfo>;
-  contextInfo(): Promise<{ cpu_variant: string; n_threads: number; n_ctx: number }>;
+  contextInfo(): Promise<ContextInfo>;
   bench(pp?: number, tg?: number, reps?: number): Promise<BenchRow[]>;
+  /** Frees the model (in browsers: ends its worker). */
   release(): Promise<void>;
 }
 

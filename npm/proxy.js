@@ -96,7 +96,7 @@ export async function _testPanic(message) {
 export class LlamaContext {
   #connection;
 
-  /** `{ build, threads, reason, simd, cpu_variant, n_threads, n_ctx }` at load. */
+  /** `{ build, reason, simd, cpu_variant, n_threads, n_ctx }`, set at load. */
   build;
 
   constructor(connection, info) {

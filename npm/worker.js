@@ -35,7 +35,7 @@ const ops = {
     ctx = await engine.loadModel(source, { ...params, n_threads: build.threads }, {
       onProgress: (progress) => reply({ progress }),
     });
-    return { ...(await ctx.contextInfo()), simd: build.simd, reason: pick.reason };
+    return ctx.build;
   },
   info: ({ source }, reply) => engine.modelInfo(source, { onProgress: (progress) => reply({ progress }) }),
   completion: ({ params }, reply) => loaded().completion(params, (token) => reply({ token })),

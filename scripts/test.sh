@@ -2,6 +2,7 @@
 # The test command: set-up, then every target's tests, one summary line each.
 #   x86_64 native; aarch64 under qemu for each CPU model in scripts/env.sh;
 #   wasm32 in Node and in headless Chromium; the packed npm package in Node;
+#   the chat page (both wasm builds) in headless Chromium;
 #   a one-minute fuzz run of the GGUF parser.
 # Exits non-zero if any target fails or runs no tests.
 set -uo pipefail
@@ -82,6 +83,9 @@ RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromed
 
 # --- the npm package, packed and installed as a user would.
 run "npm node" bash -c 'scripts/build-wasm.sh && scripts/test-npm.sh'
+# --- the chat page in headless Chromium: threaded build with 2 threads, and
+# the single-thread fallback without cross-origin isolation.
+LAMINA_SKIP_BUILD=1 run "web chromium" scripts/test-web.sh
 
 # --- fuzzing the parser for a minute (new inputs go to the ignored corpus dir).
 fuzz_seconds=${LAMINA_FUZZ_SECONDS:-60}

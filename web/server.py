@@ -2,11 +2,15 @@
 isolation headers (COOP/COEP) that threaded WebAssembly needs.
 
 Serves the repository root, so /web/ is the page, /npm/ the package and
-/models/ the local models (symlinks are followed)."""
+/models/ the local models (symlinks are followed). The same files under
+/plain/ come without the isolation headers, as from an ordinary host: the
+page then falls back to the single-thread build (the browser test checks)."""
 
 import functools
 import http.server
 import sys
+
+PLAIN = "/plain"
 
 
 class IsolatedHandler(http.server.SimpleHTTPRequestHandler):
@@ -17,12 +21,22 @@ class IsolatedHandler(http.server.SimpleHTTPRequestHandler):
         ".wasm": "application/wasm",
     }
 
+    def translate_path(self, path):
+        self.isolated = not (path == PLAIN or path.startswith(PLAIN + "/"))
+        if not self.isolated:
+            path = path[len(PLAIN):] or "/"
+        return super().translate_path(path)
+
     def end_headers(self):
-        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        if getattr(self, "isolated", True):
+            self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+            self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
         self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
+
+    def log_message(self, format, *args):
+        pass
 
 
 def main():

@@ -53,6 +53,10 @@ test('greedy completions follow llama.cpp', async () => {
   assert.deepEqual(await ctx.contextInfo(), {
     cpu_variant: 'simd128', n_threads: 1, n_ctx: 512, build: 'single-thread',
   });
+  assert.deepEqual(ctx.build, {
+    cpu_variant: 'simd128', n_threads: 1, n_ctx: 512, build: 'single-thread',
+    simd: 'simd128', reason: 'Node runs the single-thread build',
+  });
 });
 
 test('tokenize equals the golden ids; detokenize inverts it', async () => {

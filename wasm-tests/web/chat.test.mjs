@@ -7,7 +7,8 @@
 //     equal the single-thread wasm engine's in Node (same kernels: threads
 //     split rows, never a dot product, so the numbers are the same);
 //   - the stop button ends a long generation at once and the page stays usable;
-// then saves a screenshot. Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL,
+// then saves a screenshot. Served without COOP/COEP (/plain/), the page falls
+// back to the single-thread build, says why, and still generates and stops. Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL,
 // LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,29 +39,54 @@ async function nodeIds() {
   return r.generated_ids;
 }
 
-test('the chat page generates golden tokens with the threaded build', async () => {
-  const expected = await nodeIds();
-  const browser = await chromium.launch({
+function launch() {
+  return chromium.launch({
     executablePath: '/usr/bin/chromium',
     args: [
       '--no-sandbox', '--disable-gpu', '--disable-background-networking',
       '--disable-component-update', '--disable-sync', '--no-first-run',
     ],
   });
+}
+
+/** Opens the page at `url` and loads SmolLM2 with 2 threads; `{ info, engine }`. */
+async function openAndLoad(page, url) {
+  await page.goto(url);
+  await page.fill('#url', `/models/${MODEL}`);
+  await page.fill('#threads', '2');
+  await page.click('#load-button');
+  await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state), null, { timeout: 120_000 });
+  const engine = await page.textContent('#engine');
+  assert.equal(await page.evaluate(() => document.body.dataset.state), 'ready', engine);
+  return { info: await page.evaluate(() => window.laminaPage.info), engine };
+}
+
+/** Starts a long generation, clicks Stop, checks it ended as an abort. */
+async function stopLongGeneration(page) {
+  const answers = await page.locator('.msg.assistant').count();
+  await page.selectOption('#mode', 'raw');
+  await page.fill('#n_predict', '4000');
+  await page.fill('#temperature', '0');
+  await page.fill('#prompt', 'Once upon a time');
+  await page.click('#send');
+  await page.waitForFunction(
+    (i) => document.querySelectorAll('.msg.assistant')[i]?.textContent.length > 20, answers);
+  await page.click('#stop');
+  await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 30_000 });
+  const stopped = await page.evaluate(() => window.laminaPage.last);
+  assert.equal(stopped.stop_reason, 'abort');
+  assert.ok(stopped.tokens_predicted < 4000);
+}
+
+test('the chat page generates golden tokens with the threaded build', async () => {
+  const expected = await nodeIds();
+  const browser = await launch();
   try {
     const page = await browser.newPage({ viewport: { width: 1000, height: 760 } });
     const errors = [];
     page.on('pageerror', (e) => errors.push(e.message));
-    await page.goto(pageUrl);
+    const { info, engine } = await openAndLoad(page, pageUrl);
     assert.equal(await page.evaluate(() => self.crossOriginIsolated), true, 'the server sends COOP/COEP');
-
-    await page.fill('#url', `/models/${MODEL}`);
-    await page.fill('#threads', '2');
-    await page.click('#load-button');
-    await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state), null, { timeout: 120_000 });
-    const engine = await page.textContent('#engine');
-    assert.equal(await page.evaluate(() => document.body.dataset.state), 'ready', engine);
-    const info = await page.evaluate(() => window.laminaPage.info);
     assert.equal(info.build, 'threaded', engine);
     assert.equal(info.n_threads, 2, engine);
     assert.equal(info.cpu_variant, 'simd128');
@@ -89,15 +115,28 @@ test('the chat page generates golden tokens with the threaded build', async () =
     await page.screenshot({ path: screenshot, fullPage: true });
 
     // Stop: a long generation ends at the click, reported as an abort.
-    await page.fill('#n_predict', '4000');
-    await page.fill('#prompt', 'Once upon a time');
-    await page.click('#send');
-    await page.waitForFunction(() => document.querySelectorAll('.msg.assistant')[1]?.textContent.length > 20);
-    await page.click('#stop');
-    await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 30_000 });
-    const stopped = await page.evaluate(() => window.laminaPage.last);
-    assert.equal(stopped.stop_reason, 'abort');
-    assert.ok(stopped.tokens_predicted < 4000);
+    await stopLongGeneration(page);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('without cross-origin isolation the page falls back to the single-thread build', async () => {
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    const plain = new URL(pageUrl);
+    plain.pathname = `/plain${plain.pathname}`;
+    const { info, engine } = await openAndLoad(page, plain.href);
+    assert.equal(await page.evaluate(() => self.crossOriginIsolated), false);
+    assert.equal(info.build, 'single-thread', engine);
+    assert.equal(info.n_threads, 1);
+    assert.match(engine, /single-thread build \(the page is not cross-origin isolated/);
+    // The single-thread worker still hears the stop between tokens.
+    await stopLongGeneration(page);
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();

@@ -53,6 +53,7 @@ impl CpuFeatures {
 
     /// The features of the machine this runs on.
     pub fn detect() -> CpuFeatures {
+        #[allow(unused_mut)] // filled on x86_64 and aarch64 only
         let mut present = Vec::new();
         #[allow(unused_mut)] // set on aarch64 only
         let mut sve_bytes = 0;
