@@ -389,10 +389,10 @@ fn q4_0_weights_are_repacked_for_variants_with_a_layout() {
         )
         .unwrap(),
     );
-    assert_eq!(scalar.llama.repacked_matrices(), 0);
+    assert_eq!(scalar.llama().unwrap().repacked_matrices(), 0);
     if device.kernels().repack.is_some() {
         // 30 layers x 7 matrices; the tied output stays Q8_0 in the file.
-        assert_eq!(best.llama.repacked_matrices(), 210);
+        assert_eq!(best.llama().unwrap().repacked_matrices(), 210);
     }
     let ids = tokens(&best, "The capital of France is");
     let (a, b) = (fresh_logits(&best, &ids), fresh_logits(&scalar, &ids));

@@ -166,7 +166,7 @@ fn check_prompt_with(
     eprintln!(
         "{name} ({} threads, {}): last-prompt logits max abs {max_abs:.3}, rms {rms:.3}; {steps} steps checked",
         ctx.n_threads(),
-        model.llama.kernels().variant
+        model.kernels().variant
     );
 }
 

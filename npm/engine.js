@@ -246,10 +246,30 @@ export class LlamaContext {
     return guard(() => this.#ctx().modelInfo());
   }
 
-  /** `{ cpu_variant, n_threads, n_ctx, build }`. */
+  /** `{ arch, pooling, n_embd, cpu_variant, n_threads, n_ctx, build }`. */
   async contextInfo() {
     const { build } = await init();
     return { ...guard(() => this.#ctx().contextInfo()), build };
+  }
+
+  /**
+   * llama.rn's `embedding`: `{ embedding, token_ids, truncated, pooling }`;
+   * `embedding` is one vector, or one per token with pooling 'none'.
+   * `params`: `embd_normalize` (-1 none, 0 max-abs, 1 taxicab, 2 euclidean —
+   * the default —, >2 p-norm), `truncate`.
+   */
+  async embedding(text, params = {}) {
+    return guard(() => this.#ctx().embedding(text, JSON.stringify(params ?? {})));
+  }
+
+  /**
+   * llama.rn's `rerank`: `[{ index, score, document }]`, best first (needs a
+   * reranker loaded with `pooling_type: 'rank'`). `params`: `normalize`
+   * (scores through a sigmoid), `truncate`.
+   */
+  async rerank(query, documents, params = {}) {
+    if (!Array.isArray(documents)) throw new TypeError('rerank: documents must be an array of strings');
+    return guard(() => this.#ctx().rerank(query, documents, JSON.stringify(params ?? {})));
   }
 
   /** llama-bench's pp and tg tests: `[{ n_prompt, n_gen, avg_ts, stddev_ts, ... }]`. */
@@ -269,7 +289,7 @@ export class LlamaContext {
 /**
  * Loads a GGUF model and makes a context. `params` takes llama.rn's initLlama
  * names: n_ctx, n_batch, n_ubatch, n_threads, cache_type_k, cache_type_v,
- * cpu_variant. A Blob/File or URL is read in chunks with progress.
+ * pooling_type ('none', 'mean', 'cls', 'last', 'rank'), cpu_variant. A Blob/File or URL is read in chunks with progress.
  *
  * @param {ArrayBuffer | Uint8Array | Blob | string | URL} source
  */

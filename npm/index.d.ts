@@ -44,6 +44,9 @@ export interface BuildInfo {
 
 /** What runs a loaded model. */
 export interface ContextInfo {
+  arch: string;
+  pooling: Pooling;
+  n_embd: number;
   cpu_variant: string;
   n_threads: number;
   n_ctx: number;
@@ -65,7 +68,38 @@ export interface LoadParams {
   n_threads?: number;
   cache_type_k?: 'f16' | 'f32' | 'q8_0';
   cache_type_v?: 'f16' | 'f32' | 'q8_0';
+  /** How embeddings pool (default: the model's); 'rank' for rerankers. */
+  pooling_type?: Pooling | 0 | 1 | 2 | 3 | 4;
   cpu_variant?: string;
+}
+
+export type Pooling = 'none' | 'mean' | 'cls' | 'last' | 'rank';
+
+export interface EmbeddingParams {
+  /** -1 none, 0 max-abs to int16 range, 1 taxicab, 2 euclidean (default), >2 p-norm. */
+  embd_normalize?: number;
+  /** Cut a text longer than a batch instead of refusing it. */
+  truncate?: boolean;
+}
+
+export interface EmbeddingResult {
+  /** One vector; one per token with pooling 'none'. */
+  embedding: number[] | number[][];
+  token_ids: number[];
+  truncated: boolean;
+  pooling: Pooling;
+}
+
+export interface RerankParams {
+  /** Scores through a sigmoid (0..1) instead of raw logits. */
+  normalize?: boolean | number;
+  truncate?: boolean;
+}
+
+export interface RerankResult {
+  index: number;
+  score: number;
+  document: string;
 }
 
 export interface ChatMessage {
@@ -168,6 +202,9 @@ export declare class LlamaContext {
   detokenize(ids: number[], opts?: { special?: boolean }): Promise<string>;
   modelInfo(): Promise<ModelInfo>;
   contextInfo(): Promise<ContextInfo>;
+  embedding(text: string, params?: EmbeddingParams): Promise<EmbeddingResult>;
+  /** Best first; needs a reranker loaded with pooling_type 'rank'. */
+  rerank(query: string, documents: string[], params?: RerankParams): Promise<RerankResult[]>;
   bench(pp?: number, tg?: number, reps?: number): Promise<BenchRow[]>;
   /** Frees the model (in browsers: ends its worker). */
   release(): Promise<void>;

@@ -129,6 +129,14 @@ export class LlamaContext {
     return this.#connection.call('contextInfo');
   }
 
+  embedding(text, params = {}) {
+    return this.#connection.call('embedding', { text, params });
+  }
+
+  rerank(query, documents, params = {}) {
+    return this.#connection.call('rerank', { query, documents: Array.from(documents), params });
+  }
+
   bench(pp = 128, tg = 64, reps = 3) {
     return this.#connection.call('bench', { pp, tg, reps });
   }

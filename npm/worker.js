@@ -45,6 +45,8 @@ const ops = {
   modelInfo: () => loaded().modelInfo(),
   contextInfo: () => loaded().contextInfo(),
   bench: ({ pp, tg, reps }) => loaded().bench(pp, tg, reps),
+  embedding: ({ text, params }) => loaded().embedding(text, params),
+  rerank: ({ query, documents, params }) => loaded().rerank(query, documents, params),
   panic: ({ message }) => engine._testPanic(message),
 };
 

@@ -137,7 +137,7 @@ pub fn bench(
         out.push(BenchResult {
             model_filename: model_filename.to_string(),
             model_type: model.describe(),
-            cpu_variant: model.llama.kernels().variant.to_string(),
+            cpu_variant: model.kernels().variant.to_string(),
             n_batch: p.n_batch,
             n_ubatch: p.n_ubatch,
             n_threads: ctx.n_threads(),

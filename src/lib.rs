@@ -6,6 +6,7 @@ pub mod bench;
 pub mod chat;
 pub mod completion;
 pub mod context;
+pub mod embedding;
 pub mod error;
 pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]

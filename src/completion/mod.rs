@@ -269,7 +269,7 @@ impl Context {
         let n_ctx = self.n_ctx();
         let model = self.model().clone();
         let vocab = &model.vocab;
-        let n_vocab = model.llama.hparams.n_vocab;
+        let n_vocab = model.llama()?.hparams.n_vocab;
         let prompt = match &params.messages {
             Some(messages) => model.chat_template()?.apply(messages, true)?,
             None => params.prompt.clone(),

@@ -1,6 +1,6 @@
-//! A context: one model's working state for generation, as `llama_context`.
-//! It owns the KV cache (several sequences), the worker pool, and the logits
-//! of the last decode. `decode` runs a `Batch` in micro-batches of `n_ubatch`
+//! A context: one model's working state, as `llama_context`. It owns the KV
+//! cache (several sequences), the worker pool, the logits of the last decode
+//! and the embeddings of the last encode (src/embedding/). `decode` runs a `Batch` in micro-batches of `n_ubatch`
 //! tokens; a batch that does not fit (too many tokens, a full cache) is an
 //! error that leaves the cache as it was.
 
@@ -13,9 +13,10 @@ use std::sync::Arc;
 pub use batch::Batch;
 pub use kv_cache::{KvCache, KvType, SeqId};
 
+use crate::embedding::{EncodeOutput, Pooling};
 use crate::error::{Error, Result};
 use crate::model::llama::MicroBatch;
-use crate::model::Model;
+use crate::model::{Model, Net};
 use crate::parallel::Workers;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +30,9 @@ pub struct ContextParams {
     pub n_threads: usize,
     pub type_k: KvType,
     pub type_v: KvType,
+    /// How `encode` pools; `None` takes the model's (`{arch}.pooling_type`,
+    /// else none).
+    pub pooling: Option<Pooling>,
 }
 
 impl Default for ContextParams {
@@ -40,6 +44,7 @@ impl Default for ContextParams {
             n_threads: default_threads(),
             type_k: KvType::F16,
             type_v: KvType::F16,
+            pooling: None,
         }
     }
 }
@@ -83,7 +88,7 @@ pub struct Context {
     model: Arc<Model>,
     params: ContextParams,
     kv: KvCache,
-    workers: Workers,
+    pub(crate) workers: Workers,
     /// Logits of the last decode's output tokens, `n_vocab` each.
     logits: Vec<f32>,
     /// For each token of the last batch, its row in `logits`.
@@ -92,14 +97,16 @@ pub struct Context {
     /// Tokens of sequence 0 at positions 0.., as the last completion left
     /// them (its prompt cache); emptied by any direct cache edit.
     pub(crate) history: Vec<u32>,
+    pub(crate) pooling: Pooling,
+    /// What the last `encode` produced.
+    pub(crate) encoded: EncodeOutput,
 }
 
 impl Context {
     pub fn new(model: Arc<Model>, params: ContextParams) -> Result<Context> {
-        let h = &model.llama.hparams;
         let mut params = params;
         if params.n_ctx == 0 {
-            params.n_ctx = h.n_ctx_train;
+            params.n_ctx = model.n_ctx_train();
         }
         if params.n_batch == 0 || params.n_ubatch == 0 {
             return Err(Error::InvalidArgument(
@@ -109,14 +116,37 @@ impl Context {
         // As llama.cpp: a batch never needs more than the context.
         params.n_batch = params.n_batch.min(params.n_ctx);
         params.n_ubatch = params.n_ubatch.min(params.n_batch);
-        let kv = KvCache::new(
-            h.n_layer,
-            params.n_ctx,
-            h.n_head_kv * h.head_dim,
-            h.head_dim,
-            params.type_k,
-            params.type_v,
-        )?;
+        let pooling = match params.pooling {
+            Some(p) => p,
+            None => model
+                .pooling_type()
+                .map_or(Ok(Pooling::None), Pooling::from_type)?,
+        };
+        if pooling == Pooling::Rank {
+            check_rank(&model)?;
+        }
+        // An encoder keeps no KV cache: a sequence is encoded whole.
+        let kv = match &model.net {
+            Net::Llama(l) => {
+                let h = &l.hparams;
+                KvCache::new(
+                    h.n_layer,
+                    params.n_ctx,
+                    h.n_head_kv * h.head_dim,
+                    h.head_dim,
+                    params.type_k,
+                    params.type_v,
+                )?
+            }
+            Net::Bert(b) => KvCache::new(
+                0,
+                params.n_ctx,
+                b.hparams.n_embd,
+                b.hparams.head_dim,
+                params.type_k,
+                params.type_v,
+            )?,
+        };
         Ok(Context {
             workers: Workers::new(params.n_threads)?,
             model,
@@ -126,6 +156,8 @@ impl Context {
             output_rows: Vec::new(),
             abort: AbortHandle::new(),
             history: Vec::new(),
+            pooling,
+            encoded: EncodeOutput::default(),
         })
     }
 
@@ -189,8 +221,9 @@ impl Context {
     }
 
     pub(crate) fn shift_kv(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) -> Result<()> {
-        let rope = &self.model.llama.hparams.rope;
-        let k = *self.model.llama.kernels();
+        let llama = self.model.llama()?;
+        let rope = &llama.hparams.rope;
+        let k = *llama.kernels();
         self.kv
             .seq_add(&k, &|row, d| rope.apply(row, d), seq, p0, p1, delta)
     }
@@ -214,7 +247,7 @@ impl Context {
                 self.params.n_batch
             )));
         }
-        let n_vocab = self.model.llama.hparams.n_vocab;
+        let n_vocab = self.model.llama()?.hparams.n_vocab;
         if let Some(&t) = batch.tokens.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(Error::InvalidArgument(format!(
                 "token {t} is outside the vocabulary of {n_vocab}"
@@ -223,7 +256,7 @@ impl Context {
         let placement = self.kv.find_cells(n)?;
         self.logits.clear();
         self.output_rows = vec![None; n];
-        let result = self.decode_placed(batch, &placement.cells);
+        let result = self.decode_placed(batch, &placement.cells, false);
         if result.is_err() {
             self.kv.release(&placement.cells);
             self.logits.clear();
@@ -232,7 +265,9 @@ impl Context {
         result
     }
 
-    fn decode_placed(&mut self, batch: &Batch, cells: &[usize]) -> Result<()> {
+    /// Runs a placed batch; `hidden`: every token's final-norm hidden state
+    /// goes to the outputs instead of the logits of those that asked.
+    fn decode_placed(&mut self, batch: &Batch, cells: &[usize], hidden: bool) -> Result<()> {
         let n = batch.len();
         let seq: Vec<SeqId> = batch.seqs.iter().map(|s| s[0]).collect();
         let mut start = 0;
@@ -249,7 +284,7 @@ impl Context {
                 self.kv.occupy(cell, pos, seqs)?;
             }
             let outputs: Vec<usize> = (start..end)
-                .filter(|&i| batch.logits[i])
+                .filter(|&i| hidden || batch.logits[i])
                 .map(|i| i - start)
                 .collect();
             let ub = MicroBatch {
@@ -258,10 +293,17 @@ impl Context {
                 seq: &seq[start..end],
                 cells: &cells[start..end],
                 outputs: &outputs,
+                hidden,
             };
-            let (model, workers, kv) = (&self.model, &self.workers, &mut self.kv);
-            let logits = workers.install(|| model.llama.forward(workers, kv, &ub))?;
-            let first_row = self.logits.len() / self.model.llama.hparams.n_vocab;
+            let llama = self.model.llama()?;
+            let (workers, kv) = (&self.workers, &mut self.kv);
+            let logits = workers.install(|| llama.forward(workers, kv, &ub))?;
+            let width = if hidden {
+                llama.hparams.n_embd
+            } else {
+                llama.hparams.n_vocab
+            };
+            let first_row = self.logits.len() / width;
             for (r, &i) in outputs.iter().enumerate() {
                 self.output_rows[start + i] = Some(first_row + r);
             }
@@ -274,7 +316,7 @@ impl Context {
     /// Logits of token `i` of the last decoded batch; a negative `i` counts
     /// from the end of the outputs (-1: the last token that asked for logits).
     pub fn logits(&self, i: i32) -> Result<&[f32]> {
-        let n_vocab = self.model.llama.hparams.n_vocab;
+        let n_vocab = self.model.llama()?.hparams.n_vocab;
         let n_out = self.logits.len() / n_vocab;
         let row = if i < 0 {
             let back = (-i) as usize;
@@ -289,4 +331,51 @@ impl Context {
         })?;
         Ok(&self.logits[row * n_vocab..(row + 1) * n_vocab])
     }
+}
+
+impl Context {
+    /// Hidden states (after the final norm) of every token of `batch`
+    /// through a llama model, from an empty cache; the cache is cleared
+    /// again afterwards (embeddings keep no state), as is the prompt cache.
+    pub(crate) fn llama_hidden(&mut self, batch: &Batch) -> Result<Vec<f32>> {
+        let n_vocab = self.model.llama()?.hparams.n_vocab;
+        if let Some(&t) = batch.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            return Err(Error::InvalidArgument(format!(
+                "token {t} is outside the vocabulary of {n_vocab}"
+            )));
+        }
+        self.kv_clear();
+        let placement = self.kv.find_cells(batch.len())?;
+        self.logits.clear();
+        self.output_rows = vec![None; batch.len()];
+        let result = self.decode_placed(batch, &placement.cells, true);
+        self.kv_clear();
+        self.output_rows.clear();
+        result?;
+        Ok(std::mem::take(&mut self.logits))
+    }
+}
+
+/// Rank pooling needs the classifier head and the tokens of a pair input.
+fn check_rank(model: &Model) -> Result<()> {
+    let has_head = matches!(&model.net, Net::Bert(b) if b.has_classifier());
+    if !has_head {
+        return Err(Error::InvalidArgument(format!(
+            "rank pooling needs a classifier head (cls.weight, cls.output.weight): this {} model has none",
+            model.arch()
+        )));
+    }
+    let v = &model.vocab;
+    let missing: Vec<&str> = [("BOS", v.bos), ("EOS", v.eos), ("SEP", v.sep)]
+        .iter()
+        .filter(|(_, id)| id.is_none())
+        .map(|(name, _)| *name)
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "rank pooling needs BOS, EOS and SEP tokens: the vocabulary has no {}",
+            missing.join(", ")
+        )));
+    }
+    Ok(())
 }

@@ -6,12 +6,13 @@
 //! product as its kernels take them, RMS sums in f64, attention as in
 //! `attention.rs`. A forward pass takes a micro-batch of tokens at once.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use super::attention::attend;
 use super::matmul::{matmul, MatRef, Weight};
 use super::ops::{rms_norm, Rope, RopeKind};
+pub use super::weights::Progress;
+use super::weights::{tensor, vector, weight, LoadSteps, Tensor};
 use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::Kernels;
 use crate::context::kv_cache::{KvCache, Rows, SeqId};
@@ -34,15 +35,6 @@ pub struct HParams {
     pub rms_eps: f32,
     pub n_ctx_train: usize,
     pub rope: Rope,
-}
-
-#[derive(Clone, Debug)]
-struct Tensor {
-    name: String,
-    dtype: DType,
-    rows: usize,
-    cols: usize,
-    range: Range<usize>,
 }
 
 /// A weight matrix: in the memory-mapped file, or copied into a repacked
@@ -75,40 +67,6 @@ pub struct LlamaModel {
     layers: Vec<Layer>,
     repacked: usize,
 }
-
-fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
-    let info = file.tensor(name).ok_or_else(|| Error::MissingTensor {
-        name: name.to_string(),
-    })?;
-    let dtype = DType::of_tensor(info.ggml_type, name)?;
-    let cols = info.shape.first().copied().unwrap_or(1) as usize;
-    let rows = info.shape.iter().skip(1).product::<u64>() as usize;
-    let start = (file.data_offset() + info.offset) as usize;
-    Ok(Tensor {
-        name: name.to_string(),
-        dtype,
-        rows,
-        cols,
-        range: start..start + info.n_bytes as usize,
-    })
-}
-
-/// A small tensor (a norm's weights) as f32, read once at load.
-fn vector(file: &GgufFile, t: &Tensor, len: usize) -> Result<Vec<f32>> {
-    if t.cols * t.rows != len {
-        return Err(Error::InvalidArgument(format!(
-            "tensor '{}' has {} values, expected {len}",
-            t.name,
-            t.cols * t.rows
-        )));
-    }
-    let mut v = vec![0.0; len];
-    crate::tensor::convert::dequantize(t.dtype, &file.bytes()[t.range.clone()], &mut v)?;
-    Ok(v)
-}
-
-/// What loading reports and whether it goes on.
-pub type Progress<'a> = &'a mut dyn FnMut(f32) -> bool;
 
 impl LlamaModel {
     /// Binds the weights of `file` by name for the kernels `kernels`. Q4_0
@@ -194,27 +152,7 @@ impl LlamaModel {
             )));
         }
 
-        let total: usize = file
-            .tensors()
-            .iter()
-            .map(|t| t.n_bytes as usize)
-            .sum::<usize>()
-            .max(1);
-        let mut done = 0usize;
-        let mut progress = progress;
-        let mut step = |bytes: usize| -> Result<()> {
-            done = (done + bytes).min(total);
-            let go_on = match progress.as_mut() {
-                Some(p) => p(done as f32 / total as f32),
-                None => true,
-            };
-            if go_on {
-                Ok(())
-            } else {
-                Err(Error::Cancelled("loading the model".into()))
-            }
-        };
-        step(0)?;
+        let mut steps = LoadSteps::new(&file, progress)?;
         let bind = |t: Tensor, shape: (usize, usize)| -> Result<Matrix> {
             if (t.rows, t.cols) != shape {
                 return Err(Error::InvalidArgument(format!(
@@ -263,7 +201,7 @@ impl LlamaModel {
             .map(|t| t.range.len())
             .sum();
             layers.push(layer);
-            step(bytes)?;
+            steps.step(bytes)?;
         }
         let output = match tensor(&file, "output.weight") {
             Ok(t) => bind(t, (h.n_vocab, n_embd))?,
@@ -273,7 +211,7 @@ impl LlamaModel {
             Err(e) => return Err(e),
         };
         let output_norm = vector(&file, &tensor(&file, "output_norm.weight")?, n_embd)?;
-        step(total)?;
+        steps.finish()?;
         let repacked = layers
             .iter()
             .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
@@ -306,12 +244,7 @@ impl LlamaModel {
     }
 
     fn weight(&self, t: &Tensor) -> Weight<'_> {
-        Weight {
-            dtype: t.dtype,
-            rows: t.rows,
-            cols: t.cols,
-            data: &self.file.bytes()[t.range.clone()],
-        }
+        weight(&self.file, t)
     }
 
     fn mat<'a>(&'a self, m: &'a Matrix) -> MatRef<'a> {
@@ -331,6 +264,9 @@ pub(crate) struct MicroBatch<'a> {
     pub cells: &'a [usize],
     /// Indices (into this micro-batch) of the tokens whose logits are wanted.
     pub outputs: &'a [usize],
+    /// Return the output tokens' hidden states (after the final norm)
+    /// instead of their logits: embeddings.
+    pub hidden: bool,
 }
 
 impl LlamaModel {
@@ -438,6 +374,9 @@ impl LlamaModel {
         let mut last = vec![0.0f32; n_out * d];
         for (dst, &i) in last.chunks_exact_mut(d).zip(ub.outputs) {
             rms_norm(&x[i * d..(i + 1) * d], &self.output_norm, h.rms_eps, dst);
+        }
+        if ub.hidden {
+            return Ok(last);
         }
         let mut logits = vec![0.0f32; n_out * h.n_vocab];
         matmul(

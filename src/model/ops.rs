@@ -1,4 +1,5 @@
-//! Row operations of the llama family: RMSNorm and rotary position embedding.
+//! Row operations: RMSNorm and rotary position embedding (llama), LayerNorm
+//! and GELU (BERT), in ggml's numerics.
 
 /// RMSNorm of one row, with the sum of squares in f64 as ggml keeps it.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
@@ -7,6 +8,53 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
         *o = (v * scale) * g;
     }
+}
+
+/// LayerNorm of one row: (x - mean) / sqrt(var + eps) · w + b, with the sums
+/// in f64 and mean and variance in f32, as ggml's norm.
+pub fn layer_norm(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+    let n = x.len() as f64;
+    let mean = (x.iter().map(|&v| v as f64).sum::<f64>() / n) as f32;
+    let mut sum2 = 0.0f64;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v - mean;
+        sum2 += (*o * *o) as f64;
+    }
+    let scale = 1.0 / ((sum2 / n) as f32 + eps).sqrt();
+    for ((o, &g), &c) in out.iter_mut().zip(w).zip(b) {
+        *o = *o * scale * g + c;
+    }
+}
+
+/// GELU (tanh approximation) as ggml evaluates it: 0 at or below -10, the
+/// identity at or above 10, else looked up in a table over every f16 input
+/// (the input rounded to f16, the result an f16).
+pub fn gelu(x: &mut [f32]) {
+    let table = gelu_table();
+    for v in x {
+        *v = if *v <= -10.0 {
+            0.0
+        } else if *v >= 10.0 {
+            *v
+        } else {
+            table[half::f16::from_f32(*v).to_bits() as usize].to_f32()
+        };
+    }
+}
+
+fn gelu_table() -> &'static [half::f16] {
+    static TABLE: std::sync::OnceLock<Vec<half::f16>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+        const COEF_A: f32 = 0.044715;
+        (0..=u16::MAX)
+            .map(|bits| {
+                let x = half::f16::from_bits(bits).to_f32();
+                let y = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh());
+                half::f16::from_f32(y)
+            })
+            .collect()
+    })
 }
 
 /// Which elements RoPE rotates together.

@@ -15,10 +15,16 @@ enum Pool {
     /// One thread: everything runs on the caller.
     Inline,
     /// A pool of this context's own (native).
-    #[cfg_attr(all(target_arch = "wasm32", target_feature = "atomics"), allow(dead_code))]
+    #[cfg_attr(
+        all(target_arch = "wasm32", target_feature = "atomics"),
+        allow(dead_code)
+    )]
     Own(rayon::ThreadPool),
     /// rayon's global pool, started by JavaScript (threaded wasm).
-    #[cfg_attr(not(all(target_arch = "wasm32", target_feature = "atomics")), allow(dead_code))]
+    #[cfg_attr(
+        not(all(target_arch = "wasm32", target_feature = "atomics")),
+        allow(dead_code)
+    )]
     Global,
 }
 
@@ -34,7 +40,10 @@ static GLOBAL_POOL_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::
 /// Records that `initThreadPool` has finished: rayon's global pool runs.
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub fn global_pool_started() {
-    GLOBAL_POOL_THREADS.store(rayon::current_num_threads(), std::sync::atomic::Ordering::SeqCst);
+    GLOBAL_POOL_THREADS.store(
+        rayon::current_num_threads(),
+        std::sync::atomic::Ordering::SeqCst,
+    );
 }
 
 /// Threads of the pool JavaScript started (threaded wasm); 0 elsewhere.

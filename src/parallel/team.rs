@@ -7,7 +7,10 @@
 //! published by bumping an epoch counter, every member takes indices from a
 //! shared counter, and the caller spins until all helpers have finished.
 
-#![cfg_attr(not(all(target_arch = "wasm32", target_feature = "atomics")), allow(dead_code))]
+#![cfg_attr(
+    not(all(target_arch = "wasm32", target_feature = "atomics")),
+    allow(dead_code)
+)]
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -154,7 +157,10 @@ mod tests {
                         });
                         assert_eq!(inner.load(Ordering::Relaxed), 3);
                     });
-                    assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1), "n = {n}");
+                    assert!(
+                        hits.iter().all(|h| h.load(Ordering::Relaxed) == 1),
+                        "n = {n}"
+                    );
                 }
                 team.finish();
             });

@@ -58,10 +58,14 @@ pub struct Vocab {
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub unk: Option<u32>,
+    /// The separator between the two texts of a pair (BERT's [SEP]).
+    pub sep: Option<u32>,
     /// Longest token, in bytes (bounds WordPiece's search).
     max_token_len: usize,
     pub add_bos: bool,
     pub add_eos: bool,
+    /// Whether a pair puts SEP after the first text's EOS.
+    pub add_sep: bool,
 }
 
 fn optional_id(md: &Metadata, key: &str) -> Option<u32> {
@@ -130,6 +134,9 @@ impl Vocab {
             bos: optional_id(md, "tokenizer.ggml.bos_token_id"),
             eos: optional_id(md, "tokenizer.ggml.eos_token_id"),
             unk: optional_id(md, "tokenizer.ggml.unknown_token_id"),
+            // llama.cpp's key is spelt this way.
+            sep: optional_id(md, "tokenizer.ggml.seperator_token_id"),
+            add_sep: flag("tokenizer.ggml.add_sep_token", false),
             max_token_len: tokens.iter().map(|t| t.len()).max().unwrap_or(0),
             add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos),
             add_eos: flag("tokenizer.ggml.add_eos_token", false),

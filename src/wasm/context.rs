@@ -13,6 +13,7 @@ use crate::backend::cpu::CpuDevice;
 use crate::chat::ChatMessage;
 use crate::completion::{CompletionParams, CompletionRun};
 use crate::context::{Context, ContextParams, KvType};
+use crate::embedding::{EmbedParams, Pooling, RerankParams};
 use crate::gguf::{describe, GgufFile};
 use crate::model::Model;
 use crate::sampling::SamplingParams;
@@ -30,6 +31,26 @@ struct LoadParams {
     cache_type_k: Option<String>,
     cache_type_v: Option<String>,
     cpu_variant: Option<String>,
+    /// "none", "mean", "cls", "last", "rank", or llama.cpp's number for one.
+    pooling_type: Option<serde_json::Value>,
+}
+
+/// `pooling_type` as a name or as llama.cpp's number.
+fn pooling(v: &Option<serde_json::Value>) -> Result<Option<Pooling>, JsError> {
+    let p = match v {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::String(name)) => Pooling::from_name(name),
+        Some(serde_json::Value::Number(n)) => match n.as_u64() {
+            Some(t) if t <= u32::MAX as u64 => Pooling::from_type(t as u32),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "unknown pooling type {n}"
+            ))),
+        },
+        Some(other) => Err(crate::Error::InvalidArgument(format!(
+            "pooling_type must be a name or a number, got {other}"
+        ))),
+    };
+    p.map(Some).map_err(js_error)
 }
 
 /// `completion`'s parameters, with llama.rn's names.
@@ -57,6 +78,20 @@ struct JsCompletionParams {
     n_probs: usize,
     logit_bias: Vec<(u32, f32)>,
     cache_prompt: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct JsEmbedParams {
+    embd_normalize: Option<i32>,
+    truncate: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct JsRerankParams {
+    normalize: Option<serde_json::Value>,
+    truncate: bool,
 }
 
 fn parse<'a, T: Deserialize<'a>>(what: &str, json: &'a str) -> Result<T, JsError> {
@@ -133,6 +168,7 @@ impl JsLlamaContext {
             n_threads: p.n_threads.unwrap_or(d.n_threads),
             type_k: kv(&p.cache_type_k).map_err(js_error)?,
             type_v: kv(&p.cache_type_v).map_err(js_error)?,
+            pooling: pooling(&p.pooling_type)?,
         };
         let ctx = Context::new(Arc::new(model), params).map_err(js_error)?;
         Ok(JsLlamaContext { ctx, run: None })
@@ -204,10 +240,9 @@ impl JsLlamaContext {
         // A stop request ends with its completion; it must not cancel the
         // next decode (a bench, say).
         self.ctx.abort_handle().reset();
-        let mut v =
-            serde_json::to_value(run.finish()).map_err(|e| JsError::new(&e.to_string()))?;
+        let mut v = serde_json::to_value(run.finish()).map_err(|e| JsError::new(&e.to_string()))?;
         v["content"] = v["text"].clone();
-        v["cpu_variant"] = self.ctx.model().llama.kernels().variant.to_string().into();
+        v["cpu_variant"] = self.ctx.model().kernels().variant.to_string().into();
         json_to_js(&v)
     }
 
@@ -252,7 +287,64 @@ impl JsLlamaContext {
     /// `lamina info --json` for the loaded model.
     #[wasm_bindgen(js_name = modelInfo)]
     pub fn model_info(&self) -> Result<JsValue, JsError> {
-        json_to_js(&describe::to_json(self.ctx.model().llama.file()))
+        json_to_js(&describe::to_json(self.ctx.model().file()))
+    }
+
+    /// llama.rn's `embedding`: `{embedding, token_ids, truncated, pooling}`
+    /// — one vector, or one per token with pooling none. Params (JSON):
+    /// `embd_normalize` (llama-embedding's `--embd-normalize`, default 2),
+    /// `truncate`.
+    pub fn embedding(&mut self, text: &str, params_json: &str) -> Result<JsValue, JsError> {
+        self.check_idle()?;
+        let p: JsEmbedParams = parse("embedding parameters", params_json)?;
+        let params = EmbedParams {
+            normalize: p.embd_normalize.unwrap_or(2),
+            truncate: p.truncate,
+        };
+        let mut out = self.ctx.embed(&[text], &params).map_err(js_error)?;
+        let e = out.pop().expect("one input, one embedding");
+        let pooling = self.ctx.pooling();
+        let embedding = if pooling == Pooling::None {
+            serde_json::json!(e.vectors)
+        } else {
+            serde_json::json!(e.vectors[0])
+        };
+        json_to_js(&serde_json::json!({
+            "embedding": embedding,
+            "token_ids": e.token_ids,
+            "truncated": e.truncated,
+            "pooling": pooling.name(),
+        }))
+    }
+
+    /// llama.rn's `rerank`: `[{index, score, document}]`, best first. Params
+    /// (JSON): `normalize` (true or a non-zero number: scores through a
+    /// sigmoid), `truncate`.
+    pub fn rerank(
+        &mut self,
+        query: &str,
+        documents: Vec<String>,
+        params_json: &str,
+    ) -> Result<JsValue, JsError> {
+        self.check_idle()?;
+        let p: JsRerankParams = parse("rerank parameters", params_json)?;
+        let normalize = match p.normalize {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => b,
+            Some(serde_json::Value::Number(n)) => n.as_f64() != Some(0.0),
+            Some(other) => {
+                return Err(JsError::new(&format!(
+                    "normalize must be a boolean or a number, got {other}"
+                )))
+            }
+        };
+        let docs: Vec<&str> = documents.iter().map(String::as_str).collect();
+        let params = RerankParams {
+            normalize,
+            truncate: p.truncate,
+        };
+        let results = self.ctx.rerank(query, &docs, &params).map_err(js_error)?;
+        json_to_js(&serde_json::to_value(results).map_err(|e| JsError::new(&e.to_string()))?)
     }
 
     /// llama-bench's pp and tg tests: a list of result rows.
@@ -267,7 +359,10 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = contextInfo)]
     pub fn context_info(&self) -> Result<JsValue, JsError> {
         json_to_js(&serde_json::json!({
-            "cpu_variant": self.ctx.model().llama.kernels().variant.to_string(),
+            "arch": self.ctx.model().arch(),
+            "pooling": self.ctx.pooling().name(),
+            "n_embd": self.ctx.model().n_embd(),
+            "cpu_variant": self.ctx.model().kernels().variant.to_string(),
             "n_threads": self.ctx.n_threads(),
             "n_ctx": self.ctx.n_ctx(),
         }))

@@ -50,7 +50,12 @@ pub fn test_panic(message: &str) {
 /// or `"single-thread"`.
 #[wasm_bindgen(js_name = buildKind)]
 pub fn build_kind() -> String {
-    if cfg!(feature = "threads") { "threaded" } else { "single-thread" }.into()
+    if cfg!(feature = "threads") {
+        "threaded"
+    } else {
+        "single-thread"
+    }
+    .into()
 }
 
 /// Starts rayon's pool of `n` Web Workers (a Promise); contexts then compute

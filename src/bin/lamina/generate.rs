@@ -9,6 +9,7 @@ use lamina::backend::cpu::CpuRegistry;
 use lamina::chat::ChatMessage;
 use lamina::completion::{CompletionParams, TokenEvent};
 use lamina::context::{Context, ContextParams, KvType};
+use lamina::embedding::Pooling;
 use lamina::gguf::GgufFile;
 use lamina::model::Model;
 use serde_json::json;
@@ -39,7 +40,11 @@ pub struct ModelArgs {
 }
 
 impl ModelArgs {
-    fn context_params(&self, n_threads: usize) -> lamina::Result<ContextParams> {
+    fn context_params(
+        &self,
+        n_threads: usize,
+        pooling: Option<Pooling>,
+    ) -> lamina::Result<ContextParams> {
         Ok(ContextParams {
             n_ctx: self.n_ctx,
             n_batch: self.n_batch,
@@ -47,11 +52,22 @@ impl ModelArgs {
             n_threads,
             type_k: KvType::from_name(&self.type_k)?,
             type_v: KvType::from_name(&self.type_v)?,
+            pooling,
         })
     }
 
     /// Loads the model (a progress bar on a terminal) and makes a context.
     pub fn open(&self, registry: &CpuRegistry, n_threads: usize) -> lamina::Result<Context> {
+        self.open_pooled(registry, n_threads, None)
+    }
+
+    /// `open`, with the pooling embeddings take (None: the model's).
+    pub fn open_pooled(
+        &self,
+        registry: &CpuRegistry,
+        n_threads: usize,
+        pooling: Option<Pooling>,
+    ) -> lamina::Result<Context> {
         let file = Arc::new(GgufFile::open(&self.model)?);
         let interactive = std::io::stderr().is_terminal();
         let mut bar = |f: f32| {
@@ -71,7 +87,7 @@ impl ModelArgs {
         if interactive {
             eprint!("\r{:60}\r", "");
         }
-        Context::new(Arc::new(model), self.context_params(n_threads)?)
+        Context::new(Arc::new(model), self.context_params(n_threads, pooling)?)
     }
 }
 
@@ -189,7 +205,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         let mut v = serde_json::to_value(&result).map_err(|e| {
             lamina::Error::InvalidArgument(format!("cannot encode the result: {e}"))
         })?;
-        v["cpu_variant"] = json!(ctx.model().llama.kernels().variant.to_string());
+        v["cpu_variant"] = json!(ctx.model().kernels().variant.to_string());
         v["n_threads"] = json!(ctx.n_threads());
         return write_stdout(&format!("{v}\n"));
     }
@@ -202,7 +218,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         t.predicted_n,
         t.predicted_per_second,
         result.stop_reason,
-        ctx.model().llama.kernels().variant,
+        ctx.model().kernels().variant,
         ctx.n_threads()
     );
     Ok(())

@@ -1,11 +1,13 @@
 //! The `lamina` command line, over the library's public API.
 
 #[cfg(not(target_arch = "wasm32"))]
+mod embed;
+#[cfg(not(target_arch = "wasm32"))]
 mod generate;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
-    use super::generate;
+    use super::{embed, generate};
     use std::io::{IsTerminal, Write};
     use std::path::PathBuf;
     use std::process::ExitCode;
@@ -76,6 +78,10 @@ mod cli {
         Bench(generate::BenchArgs),
         /// Perplexity of a text file, as llama-perplexity (chunks of -c tokens).
         Perplexity(generate::PerplexityArgs),
+        /// Embeddings of texts, as llama-embedding (pooled per text, or per token).
+        Embed(embed::EmbedArgs),
+        /// Score documents against a query with a reranker (rank pooling).
+        Rerank(embed::RerankArgs),
         /// Tokenize text with a model's vocabulary (vocab-only GGUF files work).
         Tokenize {
             /// The GGUF file.
@@ -132,6 +138,8 @@ mod cli {
                 Command::Run(a) => generate::run(&registry, threads, a),
                 Command::Bench(a) => generate::bench(&registry, threads, a),
                 Command::Perplexity(a) => generate::perplexity(&registry, threads, a),
+                Command::Embed(a) => embed::embed(&registry, threads, a),
+                Command::Rerank(a) => embed::rerank(&registry, threads, a),
                 Command::Tokenize {
                     model,
                     prompt,

@@ -1,0 +1,105 @@
+//! Binding a model's weights by name: tensors in the memory-mapped file,
+//! small vectors (norms, biases) read once as f32, and load progress.
+
+use std::ops::Range;
+
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use crate::tensor::DType;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Tensor {
+    pub name: String,
+    pub dtype: DType,
+    pub rows: usize,
+    pub cols: usize,
+    pub range: Range<usize>,
+}
+
+pub(crate) fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
+    let info = file.tensor(name).ok_or_else(|| Error::MissingTensor {
+        name: name.to_string(),
+    })?;
+    let dtype = DType::of_tensor(info.ggml_type, name)?;
+    let cols = info.shape.first().copied().unwrap_or(1) as usize;
+    let rows = info.shape.iter().skip(1).product::<u64>() as usize;
+    let start = (file.data_offset() + info.offset) as usize;
+    Ok(Tensor {
+        name: name.to_string(),
+        dtype,
+        rows,
+        cols,
+        range: start..start + info.n_bytes as usize,
+    })
+}
+
+/// A small tensor (a norm's weights) as f32, read once at load.
+pub(crate) fn vector(file: &GgufFile, t: &Tensor, len: usize) -> Result<Vec<f32>> {
+    if t.cols * t.rows != len {
+        return Err(Error::InvalidArgument(format!(
+            "tensor '{}' has {} values, expected {len}",
+            t.name,
+            t.cols * t.rows
+        )));
+    }
+    let mut v = vec![0.0; len];
+    crate::tensor::convert::dequantize(t.dtype, &file.bytes()[t.range.clone()], &mut v)?;
+    Ok(v)
+}
+
+/// What loading reports and whether it goes on.
+pub type Progress<'a> = &'a mut dyn FnMut(f32) -> bool;
+
+/// Load progress by weight bytes: `step(bytes)` after each part; the callback
+/// stops the load by returning false.
+pub(crate) struct LoadSteps<'a> {
+    progress: Option<Progress<'a>>,
+    done: usize,
+    total: usize,
+}
+
+impl<'a> LoadSteps<'a> {
+    pub fn new(file: &GgufFile, progress: Option<Progress<'a>>) -> Result<LoadSteps<'a>> {
+        let total = file
+            .tensors()
+            .iter()
+            .map(|t| t.n_bytes as usize)
+            .sum::<usize>()
+            .max(1);
+        let mut steps = LoadSteps {
+            progress,
+            done: 0,
+            total,
+        };
+        steps.step(0)?;
+        Ok(steps)
+    }
+
+    pub fn step(&mut self, bytes: usize) -> Result<()> {
+        self.done = (self.done + bytes).min(self.total);
+        let go_on = match self.progress.as_mut() {
+            Some(p) => p(self.done as f32 / self.total as f32),
+            None => true,
+        };
+        if go_on {
+            Ok(())
+        } else {
+            Err(Error::Cancelled("loading the model".into()))
+        }
+    }
+
+    /// The rest of the file: the load is complete.
+    pub fn finish(&mut self) -> Result<()> {
+        self.step(self.total)
+    }
+}
+
+/// `t`'s bytes in `file`, for the matrix kernels.
+pub(crate) fn weight<'a>(file: &'a GgufFile, t: &Tensor) -> super::matmul::Weight<'a> {
+    super::matmul::Weight {
+        dtype: t.dtype,
+        rows: t.rows,
+        cols: t.cols,
+        data: &file.bytes()[t.range.clone()],
+    }
+}
