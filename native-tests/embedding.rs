@@ -27,16 +27,14 @@ fn load(name: &str) -> Arc<Model> {
     Arc::new(Model::load(Arc::new(file), *device.kernels(), None).unwrap())
 }
 
+/// Each model loaded once for all the tests.
 fn cached(name: &'static str) -> Arc<Model> {
-    static MODELS: OnceLock<std::sync::Mutex<Vec<(&'static str, Arc<Model>)>>> = OnceLock::new();
-    let models = MODELS.get_or_init(Default::default);
-    let mut models = models.lock().unwrap();
-    if let Some((_, m)) = models.iter().find(|(n, _)| *n == name) {
-        return m.clone();
-    }
-    let m = load(name);
-    models.push((name, m.clone()));
-    m
+    static LOADED: [OnceLock<Arc<Model>>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    let slot = [MINILM, RERANKER, SMOLLM2]
+        .iter()
+        .position(|&n| n == name)
+        .expect("one of the test models");
+    LOADED[slot].get_or_init(|| load(name)).clone()
 }
 
 fn context(name: &'static str, pooling: Option<Pooling>) -> Context {
