@@ -363,7 +363,7 @@ fn unknown_architectures_are_named() {
         .unwrap();
     assert_eq!(
         e.to_string(),
-        "invalid argument: unsupported model architecture 'mamba' (supported: llama)"
+        "invalid argument: unsupported model architecture 'mamba' (supported: llama, bert)"
     );
 }
 

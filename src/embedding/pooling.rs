@@ -149,13 +149,12 @@ mod tests {
         let v = [3.0f32, -4.0];
         assert_eq!(normalize(&v, -1), vec![3.0, -4.0]);
         assert_eq!(normalize(&v, 2), vec![0.6, -0.8]);
-        assert_eq!(normalize(&v, 1), vec![3.0 / 7.0, -4.0 / 7.0]);
+        // The scale is 1/sum in f64, rounded to f32, then applied.
+        let taxicab = (1.0 / 7.0f64) as f32;
+        assert_eq!(normalize(&v, 1), vec![3.0 * taxicab, -4.0 * taxicab]);
         assert_eq!(normalize(&v, 0), vec![3.0 * 32760.0 / 4.0, -32760.0]);
-        let p3 = (27.0f64 + 64.0).powf(1.0 / 3.0);
-        assert_eq!(
-            normalize(&v, 3),
-            vec![(3.0 / p3) as f32, (-4.0 / p3) as f32]
-        );
+        let p3 = (1.0 / (27.0f64 + 64.0).powf(1.0 / 3.0)) as f32;
+        assert_eq!(normalize(&v, 3), vec![3.0 * p3, -4.0 * p3]);
         assert_eq!(normalize(&[0.0, 0.0], 2), vec![0.0, 0.0]);
     }
 
