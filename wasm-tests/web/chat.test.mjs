@@ -8,8 +8,9 @@
 //     split rows, never a dot product, so the numbers are the same);
 //   - the stop button ends a long generation at once and the page stays usable;
 // then saves a screenshot. Served without COOP/COEP (/plain/), the page falls
-// back to the single-thread build, says why, and still generates and stops. Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL,
-// LAMINA_SCREENSHOT.
+// back to the single-thread build, says why, and still generates and stops.
+// One more case embeds a MiniLM golden sentence through the package's worker.
+// Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -138,6 +139,37 @@ test('without cross-origin isolation the page falls back to the single-thread bu
     // The single-thread worker still hears the stop between tokens.
     await stopLongGeneration(page);
     assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('embeddings in the browser follow llama.cpp (threaded build in a worker)', async () => {
+  const g = JSON.parse(await readFile(`${repo}/native-tests/golden/minilm/embedding.json`, 'utf8'));
+  const item = g.items[1];
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    const got = await page.evaluate(async (text) => {
+      const { loadModel } = await import('/npm/index.js');
+      const ctx = await loadModel('/models/all-MiniLM-L6-v2-f16.gguf', { n_threads: 2 });
+      const r = await ctx.embedding(text);
+      const build = ctx.build;
+      await ctx.release();
+      return { ...r, build };
+    }, item.text);
+    assert.equal(got.build.build, 'threaded');
+    assert.equal(got.build.arch, 'bert');
+    assert.deepEqual(got.token_ids, item.token_ids);
+    let dot = 0, na = 0, nb = 0, diff = 0;
+    got.embedding.forEach((x, i) => {
+      const y = item.embedding_mean[i];
+      dot += x * y; na += x * x; nb += y * y;
+      diff = Math.max(diff, Math.abs(x - y));
+    });
+    const cos = dot / Math.sqrt(na * nb);
+    assert.ok(cos >= 0.9999 && diff <= 1e-3, `cosine ${cos}, max abs ${diff}`);
   } finally {
     await browser.close();
   }
