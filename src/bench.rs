@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
+use crate::model::Net;
 use crate::stopwatch::Stopwatch;
 
 /// One row of results, with llama-bench's JSON keys.
@@ -59,6 +60,10 @@ fn run_pp(ctx: &mut Context, n: usize, rng: &mut Lcg) -> Result<()> {
     let n_batch = ctx.params().n_batch;
     let mut tokens: Vec<u32> = (0..n).map(|_| rng.next(n_vocab)).collect();
     tokens[0] = first_token(ctx, rng);
+    if matches!(ctx.model().net, Net::Bert(_)) {
+        // An encoder takes the prompt as one sequence, in one pass.
+        return ctx.encode(&Batch::for_sequence(&tokens, 0, 0)?);
+    }
     for (c, chunk) in tokens.chunks(n_batch).enumerate() {
         ctx.decode(&Batch::for_sequence(chunk, (c * n_batch) as i32, 0)?)?;
     }
@@ -110,6 +115,12 @@ pub fn bench(
     }
     let mut rng = Lcg(0x5eed);
     let mut out = Vec::new();
+    // An encoder generates nothing: only its prompt test runs.
+    let n_gen = if matches!(ctx.model().net, Net::Bert(_)) {
+        0
+    } else {
+        n_gen
+    };
     for (np, ng) in [(n_prompt, 0), (0, n_gen)] {
         if np + ng == 0 {
             continue;

@@ -5,6 +5,7 @@
 //! workers, and each weight row, once loaded, meets every activation row.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::Kernels;
@@ -63,6 +64,11 @@ enum Activations<'x> {
     Q8_1(Vec<BlockQ8_1>),
     Q8K(Vec<BlockQ8K>),
     F16(Vec<f16>),
+    /// wasm32 (no f16 hardware): the activations rounded to f16 as ggml
+    /// does, held as f32 (exactly: f16 × f16 products are exact in f32);
+    /// each weight row is then widened once for all activation rows instead
+    /// of both sides being converted in software inside every dot.
+    F16Wide(Vec<f32>),
     F32(&'x [f32]),
 }
 
@@ -83,6 +89,9 @@ fn prepare<'x>(k: &Kernels, dtype: DType, x: &'x [f32], cols: usize) -> Result<A
         DType::Q4_1 | DType::Q5_1 => Activations::Q8_1(quantize_rows(x, cols, k.quantize_q8_1)),
         DType::Q4_K | DType::Q5_K | DType::Q6_K => {
             Activations::Q8K(quantize_rows(x, cols, k.quantize_q8_k))
+        }
+        DType::F16 if cfg!(target_arch = "wasm32") => {
+            Activations::F16Wide(x.iter().map(|&v| f16::from_f32(v).to_f32()).collect())
         }
         DType::F16 => Activations::F16(x.iter().map(|&v| f16::from_f32(v)).collect()),
         DType::F32 => Activations::F32(x),
@@ -182,6 +191,18 @@ fn mapped_rows(
                 float_row(w, r, &mut wr, |b| f16::from_le_bytes([b[0], b[1]]));
                 for (i, yi) in y.chunks_exact(w.cols).enumerate() {
                     out[i * len + j] = (k.vec_dot_f16)(&wr, yi);
+                }
+            }
+            Ok(())
+        }
+        (DType::F16, Activations::F16Wide(y)) => {
+            let mut wh = vec![f16::ZERO; w.cols];
+            let mut wr = vec![0.0f32; w.cols];
+            for (j, r) in rows.enumerate() {
+                float_row(w, r, &mut wh, |b| f16::from_le_bytes([b[0], b[1]]));
+                wh.convert_to_f32_slice(&mut wr);
+                for (i, yi) in y.chunks_exact(w.cols).enumerate() {
+                    out[i * len + j] = (k.vec_dot_f32)(&wr, yi);
                 }
             }
             Ok(())
