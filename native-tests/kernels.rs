@@ -415,6 +415,62 @@ fn vec_dot_f32_and_f16() {
     }
 }
 
+#[test]
+fn f16_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
+    let mut rng = Rng::new(5);
+    let half_of =
+        |v: Vec<f32>| -> Vec<half::f16> { v.iter().map(|&x| half::f16::from_f32(x)).collect() };
+    let mut checked = 0;
+    for (variant, k) in variants() {
+        let Some(tile) = k.tile_f16 else { continue };
+        for n in [1usize, 7, 8, 9, 31, 64, 384, 1000] {
+            let w: Vec<Vec<half::f16>> = (0..4)
+                .map(|_| half_of(random_values(&mut rng, n)))
+                .collect();
+            // Activations hold f16 values, as the products give them.
+            let x: Vec<Vec<f32>> = (0..2)
+                .map(|_| {
+                    half_of(random_values(&mut rng, n))
+                        .iter()
+                        .map(|h| h.to_f32())
+                        .collect()
+                })
+                .collect();
+            let wr = [&w[0][..], &w[1][..], &w[2][..], &w[3][..]];
+            let got = tile(wr, [&x[0], &x[1]]);
+            let want = lamina::backend::cpu::scalar::tile_f16(wr, [&x[0], &x[1]]);
+            for r in 0..4 {
+                for c in 0..2 {
+                    let mag: f32 = w[r]
+                        .iter()
+                        .zip(&x[c])
+                        .map(|(a, b)| (a.to_f32() * b).abs())
+                        .sum();
+                    assert_close(
+                        &format!("tile_f16 {variant} n={n} [{r}][{c}]"),
+                        got[r][c],
+                        want[r][c],
+                        mag,
+                        n,
+                    );
+                }
+            }
+            // An output does not depend on the other rows of its tile (the
+            // padding of partial tiles relies on it).
+            let alone = tile([wr[2]; 4], [&x[1], &x[1]]);
+            assert_eq!(
+                alone[0][0].to_bits(),
+                got[2][1].to_bits(),
+                "{variant} n={n}"
+            );
+        }
+        checked += 1;
+    }
+    if cfg!(target_arch = "x86_64") && variants().iter().any(|(v, _)| *v == CpuVariant::Avx2) {
+        assert!(checked >= 1, "the avx2 variant has an f16 tile");
+    }
+}
+
 /// The scalar kernels themselves against a plain f64 computation from the
 /// dequantized blocks: the integer parts are exact, so only float rounding
 /// remains.

@@ -90,7 +90,7 @@ fn prepare<'x>(k: &Kernels, dtype: DType, x: &'x [f32], cols: usize) -> Result<A
         DType::Q4_K | DType::Q5_K | DType::Q6_K => {
             Activations::Q8K(quantize_rows(x, cols, k.quantize_q8_k))
         }
-        DType::F16 if cfg!(target_arch = "wasm32") => {
+        DType::F16 if cfg!(target_arch = "wasm32") || k.tile_f16.is_some() => {
             Activations::F16Wide(x.iter().map(|&v| f16::from_f32(v).to_f32()).collect())
         }
         DType::F16 => Activations::F16(x.iter().map(|&v| f16::from_f32(v)).collect()),
@@ -162,6 +162,54 @@ fn float_row<T: Copy>(w: &Weight, r: usize, out: &mut [T], from: fn(&[u8]) -> T)
     }
 }
 
+/// Row `r` of an f16 weight as `f16`s: borrowed when aligned (tensor data
+/// is, in every GGUF file), else copied. All targets are little-endian.
+fn f16_row<'a>(w: &Weight<'a>, r: usize) -> std::borrow::Cow<'a, [f16]> {
+    let bytes = w.row(r);
+    if bytes.as_ptr().align_offset(std::mem::align_of::<f16>()) == 0 {
+        // SAFETY: aligned, in bounds, and every bit pattern is an f16.
+        std::borrow::Cow::Borrowed(unsafe {
+            std::slice::from_raw_parts(bytes.as_ptr().cast::<f16>(), bytes.len() / 2)
+        })
+    } else {
+        std::borrow::Cow::Owned(
+            bytes
+                .chunks_exact(2)
+                .map(|b| f16::from_le_bytes([b[0], b[1]]))
+                .collect(),
+        )
+    }
+}
+
+/// f16 weight rows `rows` times every activation row (f32 holding f16
+/// values) in 4x2 tiles; a tile at the end of the rows or activations
+/// repeats its last row, which leaves every output's value unchanged.
+fn f16_tiles(
+    w: &Weight,
+    rows: std::ops::Range<usize>,
+    y: &[f32],
+    out: &mut [f32],
+    tile: crate::backend::cpu::kernels::TileF16Fn,
+) -> Result<()> {
+    let (cols, len) = (w.cols, rows.len());
+    let acts: Vec<&[f32]> = y.chunks_exact(cols).collect();
+    let n = acts.len();
+    let weights: Vec<std::borrow::Cow<[f16]>> = rows.clone().map(|r| f16_row(w, r)).collect();
+    for j0 in (0..len).step_by(4) {
+        let wr: [&[f16]; 4] = std::array::from_fn(|t| &*weights[(j0 + t).min(len - 1)]);
+        for i0 in (0..n).step_by(2) {
+            let xr = [acts[i0], acts[(i0 + 1).min(n - 1)]];
+            let res = tile(wr, xr);
+            for (t, row) in res.iter().enumerate().take(len - j0) {
+                for (c, &v) in row.iter().enumerate().take(n - i0) {
+                    out[(i0 + c) * len + j0 + t] = v;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn mapped_rows(
     k: &Kernels,
     w: &Weight,
@@ -194,6 +242,10 @@ fn mapped_rows(
                 }
             }
             Ok(())
+        }
+        (DType::F16, Activations::F16Wide(y)) if k.tile_f16.is_some() => {
+            let tile = k.tile_f16.expect("checked by the guard");
+            f16_tiles(w, rows, y, out, tile)
         }
         (DType::F16, Activations::F16Wide(y)) => {
             let mut wh = vec![f16::ZERO; w.cols];

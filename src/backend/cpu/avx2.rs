@@ -23,6 +23,7 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
         vec_dot_f32,
         vec_dot_f16,
+        tile_f16: Some(tile_f16),
         vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
@@ -98,6 +99,9 @@ fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
 }
 fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
     unsafe { vec_dot_f16_impl(x, y) }
+}
+fn tile_f16(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    unsafe { tile_f16_impl(w, x) }
 }
 fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     unsafe { gemv_q4_0_x8i8_impl(group, x, out) }
@@ -626,6 +630,42 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
         i += 1;
     }
     sum
+}
+
+/// Four f16 weight rows times two f32 activation rows: per 8 columns, four
+/// conversions and eight FMAs (a `vec_dot_f16` per pair converts both sides
+/// for each FMA). One accumulator per output, reduced the same way for
+/// every output, whatever the other rows of the tile are.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    let n = x[0].len().min(x[1].len());
+    assert!(
+        w.iter().all(|r| r.len() >= n),
+        "tile rows shorter than the activations"
+    );
+    let mut acc = [[_mm256_setzero_ps(); 2]; 4];
+    let mut i = 0;
+    while i + 8 <= n {
+        let x0 = _mm256_loadu_ps(x[0].as_ptr().add(i));
+        let x1 = _mm256_loadu_ps(x[1].as_ptr().add(i));
+        for r in 0..4 {
+            let wv = _mm256_cvtph_ps(_mm_loadu_si128(w[r].as_ptr().add(i).cast()));
+            acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
+        }
+        i += 8;
+    }
+    let mut out = [[0.0f32; 2]; 4];
+    for r in 0..4 {
+        for c in 0..2 {
+            let mut sum = hsum_f32(acc[r][c]);
+            for j in i..n {
+                sum += fp16(w[r][j]) * x[c][j];
+            }
+            out[r][c] = sum;
+        }
+    }
+    out
 }
 
 /// Eight repacked rows times `A` (1..=4) activation rows: each weight block is

@@ -21,6 +21,11 @@ pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 /// decoded once for all four. Each result equals the variant's `vec_dot` of
 /// that pair bit for bit.
 pub type VecDot4Fn<X, Y> = fn(&[X], [&[Y]; 4]) -> [f32; 4];
+/// Four f16 weight rows times two activation rows held as f32 (values
+/// already rounded to f16): `out[r][c] = w[r] · x[c]`. Each output has its
+/// own accumulator and the same operations whichever rows share its tile,
+/// so a row padded with copies gives the same values.
+pub type TileF16Fn = fn([&[f16]; 4], [&[f32]; 2]) -> [[f32; 2]; 4];
 
 /// Every kernel the engine calls through a variant.
 #[derive(Clone, Copy)]
@@ -43,6 +48,10 @@ pub struct Kernels {
     pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
     pub vec_dot_f16: VecDotFn<f16, f16>,
     pub vec_dot_f32: VecDotFn<f32, f32>,
+    /// f16 matrix products in 4x2 tiles where a variant has them (each weight
+    /// row converted once per two activation rows); else one `vec_dot_f16`
+    /// per pair.
+    pub tile_f16: Option<TileF16Fn>,
     /// The repacked Q4_0 layout this variant accelerates, if any.
     pub repack: Option<RepackLayout>,
     pub gemv_q4_0_x4i4: GemvFn<BlockQ4_0x4>,
@@ -72,6 +81,7 @@ impl Kernels {
             vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
             vec_dot_f16: scalar::vec_dot_f16,
             vec_dot_f32: scalar::vec_dot_f32,
+            tile_f16: None,
             repack: None,
             gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
             gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,

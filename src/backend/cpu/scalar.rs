@@ -178,6 +178,19 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
     sum as f32
 }
 
+/// The scalar twin of the SIMD `tile_f16` kernels: each output a plain dot
+/// product accumulated in f64 (the SIMD tiles match it within rounding).
+pub fn tile_f16(w: [&[f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    w.map(|wr| {
+        x.map(|xr| {
+            wr.iter()
+                .zip(xr)
+                .map(|(a, &b)| a.to_f32() as f64 * b as f64)
+                .sum::<f64>() as f32
+        })
+    })
+}
+
 pub fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
     debug_assert_eq!(x.len(), y.len());
     x.iter().zip(y).map(|(a, b)| a * b).sum()
