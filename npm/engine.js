@@ -12,18 +12,18 @@ const CHUNK_BYTES = 8 << 20;
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 
 let ready = null;
+/** The wasm-bindgen module of the build that runs (set by `init`). */
+let wasm = null;
 
 function defaultReason() {
   return isNode ? 'Node runs the single-thread build' : 'the single-thread build was asked for';
 }
-/** The wasm-bindgen module of the build that runs (set by `init`). */
-let wasm = null;
 
 /**
  * Loads and instantiates the engine once; later calls return the same
  * promise. `build` is 'single-thread' (the default; the only one in Node) or
  * 'threaded' (needs cross-origin isolation; starts `threads` Web Workers).
- * Resolves to `{ build, simd, threads }`.
+ * Resolves to `{ build, simd, threads, reason }`.
  */
 export function init({ build = 'single-thread', threads = 1, reason = defaultReason() } = {}) {
   if (!ready) {
@@ -52,7 +52,7 @@ export function init({ build = 'single-thread', threads = 1, reason = defaultRea
   return ready;
 }
 
-/** Which build runs: `{ build: 'single-thread' | 'threaded', simd, threads }`. */
+/** Which build runs: `{ build: 'single-thread' | 'threaded', simd, threads, reason }`. */
 export async function buildInfo() {
   return init();
 }

@@ -115,8 +115,11 @@ impl Context {
                 n_tokens: n,
             },
             Pooling::Rank => {
+                // Context::new refuses rank pooling without a classifier.
                 let Net::Bert(b) = &self.model().net else {
-                    unreachable!("rank pooling is refused for models without a classifier")
+                    return Err(Error::InvalidArgument(
+                        "rank pooling needs a model with a classifier head".into(),
+                    ));
                 };
                 let rows: Vec<f32> = pooled.iter().flat_map(|(_, v)| v.iter().copied()).collect();
                 let workers = &self.workers;

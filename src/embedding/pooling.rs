@@ -115,7 +115,7 @@ pub(crate) fn pool(
                         .expect("a sequence has tokens");
                     row(*last).to_vec()
                 }
-                Pooling::None => unreachable!(),
+                Pooling::None => unreachable!("pooling none returned above"),
             };
             Ok((s, v))
         })
