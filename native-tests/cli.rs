@@ -426,3 +426,97 @@ fn perplexity_json() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs at least 32"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn golden_json(rel: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(common::golden_path(rel)).unwrap()).unwrap()
+}
+
+fn floats(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// `lamina embed --json`: one vector per -p (llama.cpp's, within the golden
+/// bound), per-token vectors with --pooling none, errors with exit 1.
+#[test]
+fn embed_json() {
+    let model = model_path("all-MiniLM-L6-v2-f16.gguf");
+    let g = golden_json("minilm/embedding.json");
+    let item = &g["items"][0];
+    let text = item["text"].as_str().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&[
+        "embed", "-m", &model, "-p", text, "-p", text, "--json",
+    ])))
+    .unwrap();
+    assert_eq!(v["pooling"], "mean");
+    assert_eq!(v["n_embd"], 384);
+    assert_eq!(v["inputs"][0]["token_ids"], item["token_ids"]);
+    let embeddings = v["embeddings"].as_array().unwrap();
+    assert_eq!(embeddings.len(), 2);
+    let (got, want) = (floats(&embeddings[0]), floats(&item["embedding_mean"]));
+    let dot: f64 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+    let norm = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>().sqrt();
+    assert!(dot / (norm(&got) * norm(&want)) >= 0.9999);
+    assert!((norm(&got) - 1.0).abs() < 1e-5, "L2-normalised by default");
+    let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&[
+        "embed",
+        "-m",
+        &model,
+        "-p",
+        text,
+        "--pooling",
+        "none",
+        "--embd-normalize",
+        "-1",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(
+        v["embeddings"].as_array().unwrap().len(),
+        3,
+        "one vector per token"
+    );
+    let out = lamina(&["embed", "-m", &model, "-p", text, "--pooling", "max"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown pooling 'max'"));
+}
+
+/// `lamina rerank --json`: llama.cpp's order for the golden query; a
+/// generation model is refused with a message.
+#[test]
+fn rerank_json() {
+    let model = model_path("ms-marco-MiniLM-L12-v2-reranker-withpooler-q8_0.gguf");
+    let g = golden_json("reranker/rerank.json");
+    let pairs: Vec<&serde_json::Value> = g["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["query"] == "what is panda?")
+        .collect();
+    let mut args = vec!["rerank", "-m", &model, "-q", "what is panda?", "--json"];
+    for p in &pairs {
+        args.extend(["-d", p["document"].as_str().unwrap()]);
+    }
+    let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&args))).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let mut want: Vec<usize> = (0..pairs.len()).collect();
+    let score = |i: usize| pairs[i]["score"]["q8_0"].as_f64().unwrap();
+    want.sort_by(|&a, &b| score(b).total_cmp(&score(a)));
+    let got: Vec<usize> = results
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap() as usize)
+        .collect();
+    assert_eq!(got, want);
+    for r in results {
+        let i = r["index"].as_u64().unwrap() as usize;
+        assert!((r["score"].as_f64().unwrap() - score(i)).abs() <= 0.1);
+        assert_eq!(r["document"], pairs[i]["document"]);
+    }
+    let smollm2 = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let out = lamina(&["rerank", "-m", &smollm2, "-q", "q", "-d", "d"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("classifier head"));
+}

@@ -1,8 +1,8 @@
 //! A context: one model's working state, as `llama_context`. It owns the KV
 //! cache (several sequences), the worker pool, the logits of the last decode
-//! and the embeddings of the last encode (src/embedding/). `decode` runs a `Batch` in micro-batches of `n_ubatch`
-//! tokens; a batch that does not fit (too many tokens, a full cache) is an
-//! error that leaves the cache as it was.
+//! and the embeddings of the last encode (src/embedding/). `decode` runs a
+//! `Batch` in micro-batches of `n_ubatch` tokens; a batch that does not fit
+//! (too many tokens, a full cache) is an error that leaves the cache as it was.
 
 pub mod batch;
 pub mod kv_cache;
