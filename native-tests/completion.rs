@@ -25,7 +25,7 @@ fn model() -> Arc<Model> {
                 GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf")))
                     .unwrap();
             let device = CpuDevice::new(None).unwrap();
-            Arc::new(Model::load(Arc::new(file), *device.kernels(), None).unwrap())
+            Arc::new(Model::load(Arc::new(file), device.shared(), None).unwrap())
         })
         .clone()
 }

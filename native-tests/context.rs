@@ -30,7 +30,7 @@ fn file() -> Arc<GgufFile> {
 
 fn model() -> Arc<Model> {
     let device = CpuDevice::new(None).unwrap();
-    Arc::new(Model::load(file(), *device.kernels(), None).unwrap())
+    Arc::new(Model::load(file(), device.shared(), None).unwrap())
 }
 
 fn ctx_with(model: &Arc<Model>, n_ctx: usize, f: impl FnOnce(&mut ContextParams)) -> Context {
@@ -327,7 +327,7 @@ fn loading_reports_progress_and_can_be_cancelled() {
         seen.push(f);
         true
     };
-    Model::load(file(), *device.kernels(), Some(&mut record)).unwrap();
+    Model::load(file(), device.shared(), Some(&mut record)).unwrap();
     assert_eq!(seen.first(), Some(&0.0));
     assert_eq!(seen.last(), Some(&1.0));
     assert!(seen.windows(2).all(|w| w[0] <= w[1]));
@@ -337,7 +337,7 @@ fn loading_reports_progress_and_can_be_cancelled() {
         calls += 1;
         calls < 5
     };
-    let e = Model::load(file(), *device.kernels(), Some(&mut stop))
+    let e = Model::load(file(), device.shared(), Some(&mut stop))
         .err()
         .unwrap();
     assert_eq!(e.to_string(), "loading the model was cancelled");
@@ -358,12 +358,43 @@ fn unknown_architectures_are_named() {
     }
     let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
     let device = CpuDevice::new(None).unwrap();
-    let e = Model::load(Arc::new(f), *device.kernels(), None)
+    let e = Model::load(Arc::new(f), device.shared(), None)
         .err()
         .unwrap();
     assert_eq!(
         e.to_string(),
         "invalid argument: unsupported model architecture 'mamba' (supported: llama, bert)"
+    );
+}
+
+/// A weight type the device has no product for is refused at load, naming
+/// the tensor and the type (not at the first decode).
+#[test]
+fn weights_the_device_cannot_multiply_are_refused_at_load() {
+    let src = file();
+    let mut w = lamina::gguf::GgufWriter::new();
+    for (k, v) in src.metadata().iter() {
+        w.add_metadata(k, v.clone()).unwrap();
+    }
+    for t in src.tensors() {
+        if t.name == "blk.0.ffn_down.weight" {
+            // 576 rows of 1536: Q2_K blocks of 256 values, 84 bytes each.
+            let bytes = vec![0u8; 576 * 1536 / 256 * 84];
+            w.add_tensor(&t.name, lamina::tensor::GgmlType::Q2_K, &t.shape, bytes)
+                .unwrap();
+        } else {
+            let data = src.tensor_data_by_name(&t.name).unwrap().to_vec();
+            w.add_tensor(&t.name, t.ggml_type, &t.shape, data).unwrap();
+        }
+    }
+    let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
+    let device = CpuDevice::new(None).unwrap();
+    let e = Model::load(Arc::new(f), device.shared(), None)
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.to_string(),
+        "invalid argument: tensor 'blk.0.ffn_down.weight' is Q2_K: the CPU backend has no matrix product for Q2_K weights"
     );
 }
 
@@ -378,21 +409,22 @@ fn q4_0_weights_are_repacked_for_variants_with_a_layout() {
     .to_bytes();
     let q4 = Arc::new(GgufFile::from_bytes(q4).unwrap());
     let device = CpuDevice::new(None).unwrap();
-    let best = Arc::new(Model::load(q4.clone(), *device.kernels(), None).unwrap());
+    let best = Arc::new(Model::load(q4.clone(), device.shared(), None).unwrap());
     let scalar = Arc::new(
         Model::load(
             q4,
             device
-                .kernels_for(lamina::backend::cpu::CpuVariant::Scalar)
-                .unwrap(),
+                .with_variant(lamina::backend::cpu::CpuVariant::Scalar)
+                .unwrap()
+                .shared(),
             None,
         )
         .unwrap(),
     );
-    assert_eq!(scalar.llama().unwrap().repacked_matrices(), 0);
+    assert_eq!(scalar.arch().repacked_matrices(), 0);
     if device.kernels().repack.is_some() {
         // 30 layers x 7 matrices; the tied output stays Q8_0 in the file.
-        assert_eq!(best.llama().unwrap().repacked_matrices(), 210);
+        assert_eq!(best.arch().repacked_matrices(), 210);
     }
     let ids = tokens(&best, "The capital of France is");
     let (a, b) = (fresh_logits(&best, &ids), fresh_logits(&scalar, &ids));

@@ -24,7 +24,7 @@ const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 fn load(name: &str) -> Arc<Model> {
     let file = GgufFile::from_bytes(read_file(&model_path(name))).unwrap();
     let device = CpuDevice::new(None).unwrap();
-    Arc::new(Model::load(Arc::new(file), *device.kernels(), None).unwrap())
+    Arc::new(Model::load(Arc::new(file), device.shared(), None).unwrap())
 }
 
 /// Each model loaded once for all the tests.

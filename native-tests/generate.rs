@@ -24,7 +24,7 @@ fn q4_1_file() -> GgufFile {
 /// llama-quantize's, see native-tests/requantize.rs), for the best variant.
 fn model_as(target: &str) -> Arc<Model> {
     let device = CpuDevice::new(None).unwrap();
-    Arc::new(Model::load(Arc::new(file_as(target)), *device.kernels(), None).unwrap())
+    Arc::new(Model::load(Arc::new(file_as(target)), device.shared(), None).unwrap())
 }
 
 fn file_as(target: &str) -> GgufFile {
@@ -166,7 +166,7 @@ fn check_prompt_with(
     eprintln!(
         "{name} ({} threads, {}): last-prompt logits max abs {max_abs:.3}, rms {rms:.3}; {steps} steps checked",
         ctx.n_threads(),
-        model.kernels().variant
+        ctx.cpu_variant()
     );
 }
 
@@ -244,8 +244,8 @@ fn every_variant_at_one_and_two_threads() {
         if !variant.supported(device.features()) {
             continue;
         }
-        let k = device.kernels_for(variant).unwrap();
-        let model = Arc::new(Model::load(file.clone(), k, None).unwrap());
+        let dev = device.with_variant(variant).unwrap().shared();
+        let model = Arc::new(Model::load(file.clone(), dev, None).unwrap());
         for &t in threads {
             for name in prompts {
                 check_prompt_with(&model, name, steps, &QUANTIZED, t);

@@ -151,6 +151,30 @@ fn registry_layers() {
     buf.as_bytes_mut()[999] = 7;
     assert_eq!(buf.as_bytes()[999], 7);
     assert!(buft.alloc(usize::MAX / 2).is_err());
-    let backend = cpu.create_backend().unwrap();
+    let backend = cpu.create_backend(2).unwrap();
     assert_eq!(backend.name(), "CPU (scalar)");
+    assert_eq!(backend.n_threads(), 2);
+    // The device tells the truth about what it cannot multiply with.
+    use lamina::backend::Op;
+    use lamina::tensor::DType;
+    for t in [
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q6_K,
+        DType::F16,
+        DType::F32,
+    ] {
+        assert!(cpu.supports_op(Op::MulMat(t)), "{t}");
+    }
+    for t in [
+        DType::Q2_K,
+        DType::Q3_K,
+        DType::BF16,
+        DType::Q8_1,
+        DType::Q8_K,
+    ] {
+        assert!(!cpu.supports_op(Op::MulMat(t)), "{t}");
+        assert!(cpu.supports_op(Op::GetRows(t)), "{t}");
+    }
 }

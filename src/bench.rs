@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
-use crate::model::Net;
+use crate::model::Model;
 use crate::stopwatch::Stopwatch;
 
 /// One row of results, with llama-bench's JSON keys.
@@ -24,6 +24,8 @@ pub struct BenchResult {
     pub type_v: String,
     pub n_prompt: usize,
     pub n_gen: usize,
+    /// Tokens already in the cache when the test starts (llama-bench `-d`).
+    pub n_depth: usize,
     pub avg_ns: f64,
     pub stddev_ns: f64,
     pub avg_ts: f64,
@@ -54,31 +56,82 @@ fn first_token(ctx: &Context, rng: &mut Lcg) -> u32 {
     }
 }
 
-fn run_pp(ctx: &mut Context, n: usize, rng: &mut Lcg) -> Result<()> {
+/// Clears the cache and fills it with `depth` random tokens (untimed).
+fn fill(ctx: &mut Context, depth: usize, rng: &mut Lcg) -> Result<()> {
     ctx.kv_clear();
+    if depth == 0 {
+        return Ok(());
+    }
     let n_vocab = ctx.model().vocab.len();
     let n_batch = ctx.params().n_batch;
-    let mut tokens: Vec<u32> = (0..n).map(|_| rng.next(n_vocab)).collect();
+    let mut tokens: Vec<u32> = (0..depth).map(|_| rng.next(n_vocab)).collect();
     tokens[0] = first_token(ctx, rng);
-    if matches!(ctx.model().net, Net::Bert(_)) {
-        // An encoder takes the prompt as one sequence, in one pass.
-        return ctx.encode(&Batch::for_sequence(&tokens, 0, 0)?);
-    }
     for (c, chunk) in tokens.chunks(n_batch).enumerate() {
         ctx.decode(&Batch::for_sequence(chunk, (c * n_batch) as i32, 0)?)?;
     }
     Ok(())
 }
 
-fn run_tg(ctx: &mut Context, n: usize, rng: &mut Lcg) -> Result<()> {
-    ctx.kv_clear();
+/// Milliseconds of a prompt of `n` tokens after `depth` cached ones.
+fn run_pp(ctx: &mut Context, n: usize, depth: usize, rng: &mut Lcg) -> Result<f64> {
+    fill(ctx, depth, rng)?;
     let n_vocab = ctx.model().vocab.len();
-    let mut token = first_token(ctx, rng);
-    for pos in 0..n {
-        ctx.decode(&Batch::for_sequence(&[token], pos as i32, 0)?)?;
+    let n_batch = ctx.params().n_batch;
+    let mut tokens: Vec<u32> = (0..n).map(|_| rng.next(n_vocab)).collect();
+    if depth == 0 {
+        tokens[0] = first_token(ctx, rng);
+    }
+    let t = Stopwatch::start();
+    if !ctx.model().can_generate() {
+        // An encoder takes the prompt as one sequence, in one pass.
+        ctx.encode(&Batch::for_sequence(&tokens, 0, 0)?)?;
+        return Ok(t.elapsed_ms());
+    }
+    for (c, chunk) in tokens.chunks(n_batch).enumerate() {
+        ctx.decode(&Batch::for_sequence(
+            chunk,
+            (depth + c * n_batch) as i32,
+            0,
+        )?)?;
+    }
+    Ok(t.elapsed_ms())
+}
+
+/// Milliseconds of `n` generated tokens after `depth` cached ones.
+fn run_tg(ctx: &mut Context, n: usize, depth: usize, rng: &mut Lcg) -> Result<f64> {
+    fill(ctx, depth, rng)?;
+    let n_vocab = ctx.model().vocab.len();
+    let mut token = if depth == 0 {
+        first_token(ctx, rng)
+    } else {
+        rng.next(n_vocab)
+    };
+    let mut batch = Batch::new(1);
+    let t = Stopwatch::start();
+    for pos in depth..depth + n {
+        batch.clear();
+        batch.add(token, pos as i32, &[0], true)?;
+        ctx.decode(&batch)?;
         token = rng.next(n_vocab);
     }
-    Ok(())
+    Ok(t.elapsed_ms())
+}
+
+/// "llama 30 layers, 576 embd, Q4_1" style summary (llama-bench's model type).
+fn model_type(model: &Model) -> String {
+    let ftype = model
+        .file()
+        .metadata()
+        .get_u32("general.file_type")
+        .ok()
+        .and_then(crate::requantize::file_type_name)
+        .unwrap_or("?");
+    format!(
+        "{} {} layers, {} embd, {ftype}",
+        model.arch_name(),
+        model.n_layer(),
+        model.n_embd()
+    )
 }
 
 fn stats(samples: &[f64]) -> (f64, f64) {
@@ -101,14 +154,32 @@ pub fn bench(
     n_gen: usize,
     reps: usize,
 ) -> Result<Vec<BenchResult>> {
+    bench_at_depth(ctx, model_filename, n_prompt, n_gen, reps, 0)
+}
+
+/// `bench` with `depth` tokens in the cache before each test (llama-bench's
+/// `-d`: how speed holds up as the context fills). Encoders take no depth.
+pub fn bench_at_depth(
+    ctx: &mut Context,
+    model_filename: &str,
+    n_prompt: usize,
+    n_gen: usize,
+    reps: usize,
+    depth: usize,
+) -> Result<Vec<BenchResult>> {
+    if depth > 0 && !ctx.model().can_generate() {
+        return Err(Error::InvalidArgument(
+            "an encoder keeps no cache: the depth must be 0".into(),
+        ));
+    }
     if reps == 0 {
         return Err(Error::InvalidArgument(
             "repetitions must be at least 1".into(),
         ));
     }
-    if n_prompt.max(n_gen) > ctx.n_ctx() {
+    if n_prompt.max(n_gen).saturating_add(depth) > ctx.n_ctx() {
         return Err(Error::InvalidArgument(format!(
-            "a test of {} tokens does not fit the context of {}",
+            "a test of {} tokens after {depth} cached ones does not fit the context of {}",
             n_prompt.max(n_gen),
             ctx.n_ctx()
         )));
@@ -116,7 +187,7 @@ pub fn bench(
     let mut rng = Lcg(0x5eed);
     let mut out = Vec::new();
     // An encoder generates nothing: only its prompt test runs.
-    let n_gen = if matches!(ctx.model().net, Net::Bert(_)) {
+    let n_gen = if !ctx.model().can_generate() {
         0
     } else {
         n_gen
@@ -127,17 +198,15 @@ pub fn bench(
         }
         let run = |ctx: &mut Context, rng: &mut Lcg| {
             if np > 0 {
-                run_pp(ctx, np, rng)
+                run_pp(ctx, np, depth, rng)
             } else {
-                run_tg(ctx, ng, rng)
+                run_tg(ctx, ng, depth, rng)
             }
         };
         run(ctx, &mut rng)?;
         let mut samples_ns = Vec::with_capacity(reps);
         for _ in 0..reps {
-            let t = Stopwatch::start();
-            run(ctx, &mut rng)?;
-            samples_ns.push(t.elapsed_ms() * 1e6);
+            samples_ns.push(run(ctx, &mut rng)? * 1e6);
         }
         let n = (np + ng) as f64;
         let samples_ts: Vec<f64> = samples_ns.iter().map(|ns| n * 1e9 / ns).collect();
@@ -147,8 +216,8 @@ pub fn bench(
         let p = ctx.params();
         out.push(BenchResult {
             model_filename: model_filename.to_string(),
-            model_type: model.describe(),
-            cpu_variant: model.kernels().variant.to_string(),
+            model_type: model_type(&model),
+            cpu_variant: ctx.cpu_variant(),
             n_batch: p.n_batch,
             n_ubatch: p.n_ubatch,
             n_threads: ctx.n_threads(),
@@ -156,6 +225,7 @@ pub fn bench(
             type_v: p.type_v.name().into(),
             n_prompt: np,
             n_gen: ng,
+            n_depth: depth,
             avg_ns,
             stddev_ns,
             avg_ts,

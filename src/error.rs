@@ -120,7 +120,8 @@ pub enum Error {
     #[error("unsupported tensor type {ggml_type} in tensor '{tensor}'")]
     UnsupportedTensorType {
         tensor: String,
-        ggml_type: crate::tensor::GgmlType,
+        /// The type's ggml name ("IQ2_XXS").
+        ggml_type: &'static str,
     },
 
     #[error("CPU variant '{variant}' cannot run here: {why}")]

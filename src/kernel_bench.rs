@@ -148,7 +148,10 @@ pub fn run(
         if !variant.supported(features) {
             continue;
         }
-        let k = Kernels::for_supported_variant(variant, features);
+        let Ok(supported) = crate::backend::cpu::SupportedVariant::check(variant) else {
+            continue;
+        };
+        let k = Kernels::for_variant(supported);
         let t = budget;
         // Kernels the filter leaves out are not run at all (so instruction
         // counts under qemu cover only the kernel asked for).

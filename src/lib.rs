@@ -11,6 +11,7 @@ pub mod error;
 pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_bench;
+pub mod kv;
 pub mod model;
 pub mod parallel;
 pub mod perplexity;

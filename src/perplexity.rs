@@ -7,9 +7,9 @@
 
 use serde::Serialize;
 
-use crate::context::kv_cache::MAX_SEQUENCES;
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
+use crate::kv::MAX_SEQUENCES;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Perplexity {

@@ -1,12 +1,25 @@
-//! The backend registry, in ggml-backend's layers: `Registry` enumerates
-//! devices; a `Device` answers questions (memory, which ops it supports) and
-//! creates `BufferType`s and `Backend`s; a `BufferType` allocates `Buffer`s; a
-//! `Backend` runs work on its device. Today there is one device, the CPU, whose
-//! kernel variant is picked from the features of the machine it runs on.
+//! The backend: ggml-backend's layers in Rust traits. A `Registry` enumerates
+//! devices; a `Device` answers questions (memory, which ops and types it
+//! supports), binds weights in its own storage and creates `BufferType`s and
+//! `Backend`s; a `BufferType` allocates `Buffer`s; a `Backend` is an execution
+//! stream on its device and runs every operation the model code asks for.
+//!
+//! The model code holds a `&mut dyn Backend` (a trait object: ops are coarse,
+//! whole matrices and rows, so one indirect call per op costs nothing) and
+//! never names a CPU, an instruction set or a target. Today there is one
+//! device, the CPU, whose kernel variant is picked from the features of the
+//! machine it runs on.
 
+mod cache;
 pub mod cpu;
+mod matrix;
+pub mod ops;
 
 use std::sync::Arc;
+
+pub use cache::CacheBuffer;
+pub use matrix::{Matrix, WeightSource};
+pub use ops::{AttentionArgs, CacheRows, CacheRowsMut, CacheType, Rope, RopeKind};
 
 use crate::error::Result;
 use crate::tensor::DType;
@@ -29,7 +42,7 @@ impl DeviceKind {
     }
 }
 
-/// An operation the model code may ask a device about.
+/// An operation the model code may ask a device about (`Device::supports_op`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Matrix times activations, with weights of this type.
@@ -39,35 +52,57 @@ pub enum Op {
     RmsNorm,
     LayerNorm,
     Rope,
-    SoftMax,
+    /// Attention over a cache of this K (or V) type.
+    Attention(CacheType),
     Add,
     Mul,
     Silu,
     Gelu,
+    Tanh,
 }
 
 /// Enumerates the devices of one kind of backend.
 pub trait Registry {
+    /// The registry's name ("CPU").
     fn name(&self) -> &str;
+    /// Its devices, best first.
     fn devices(&self) -> Vec<Arc<dyn Device>>;
 }
 
 /// One device.
 pub trait Device: Send + Sync {
+    /// Short name ("CPU").
     fn name(&self) -> &str;
+    /// What it is and how it will run (for `lamina devices` and logs).
     fn description(&self) -> String;
     fn kind(&self) -> DeviceKind;
-    /// (free, total) bytes of memory, where known. Default: unknown, (0, 0).
+    /// (free, total) bytes of memory, where known. (optional) Default: unknown, (0, 0).
     fn memory(&self) -> (u64, u64) {
         (0, 0)
     }
-    /// Where this device keeps tensors.
+    /// Where this device keeps tensors by default.
     fn buffer_type(&self) -> Arc<dyn BufferType>;
-    /// Whether the device can run `op` (the model code asks; it never guesses
-    /// from the device's name).
+    /// An extra buffer type for weights in a layout of the device's own
+    /// (ggml's "extra buffer types": repacked Q4_0 on the CPU). (optional)
+    /// Default: none.
+    fn extra_buffer_type(&self) -> Option<Arc<dyn BufferType>> {
+        None
+    }
+    /// Whether the device can run `op`. The model code asks at load and
+    /// refuses a model that needs an op the device lacks; it never guesses
+    /// from the device's name.
     fn supports_op(&self, op: Op) -> bool;
-    /// An execution stream on this device.
-    fn create_backend(&self) -> Result<Box<dyn Backend>>;
+    /// Binds a weight matrix for products (and row look-ups) on this device:
+    /// read in place from the file, or copied into the extra buffer type's
+    /// layout. An error names the tensor and its type when the device cannot
+    /// multiply with it.
+    fn bind_matrix(&self, source: WeightSource) -> Result<Matrix>;
+    /// Binds a table read by rows (`get_rows`: token embeddings), kept as in
+    /// the file; products with it work too (a tied output). An error names
+    /// the tensor when its type cannot be read.
+    fn bind_table(&self, source: WeightSource) -> Result<Matrix>;
+    /// An execution stream on this device with `n_threads` threads.
+    fn create_backend(&self, n_threads: usize) -> Result<Box<dyn Backend>>;
 }
 
 /// A kind of memory and how to allocate it.
@@ -75,10 +110,11 @@ pub trait BufferType: Send + Sync {
     fn name(&self) -> &str;
     /// Alignment of every allocation, in bytes.
     fn alignment(&self) -> usize;
-    /// Whether the CPU can read the memory directly. Default: yes.
+    /// Whether the CPU can read the memory directly. (optional) Default: yes.
     fn is_host(&self) -> bool {
         true
     }
+    /// A zeroed buffer of `size` bytes; an error when the memory is not there.
     fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>>;
 }
 
@@ -91,8 +127,54 @@ pub trait Buffer: Send + Sync {
     fn as_bytes_mut(&mut self) -> &mut [u8];
 }
 
-/// An execution stream on a device.
+/// An execution stream on a device: every operation of a forward pass.
+/// Shapes are checked by each op (an error names the mismatch); rows are
+/// stored one after another (`n` rows of `width` values).
 pub trait Backend: Send {
+    /// "CPU (avx2)".
     fn name(&self) -> String;
     fn device_name(&self) -> &str;
+    fn n_threads(&self) -> usize;
+    /// The name of the kernel variant or implementation the backend runs.
+    fn variant_name(&self) -> String;
+
+    /// Sizes scratch space for micro-batches of up to `max_tokens` tokens
+    /// attending to up to `max_cells` cached positions, so that forward
+    /// passes allocate nothing (as ggml reserves a graph's memory once).
+    /// (optional) Default: nothing to reserve.
+    fn reserve(&mut self, _max_tokens: usize, _max_cells: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// Runs `f` as one unit of work on the device: a whole forward pass goes
+    /// through here once, so its many ops start where the device's threads
+    /// are already awake. (optional) Default: runs `f` directly.
+    fn run(&mut self, f: &mut (dyn FnMut(&mut dyn Backend) -> Result<()> + Send)) -> Result<()>;
+
+    /// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
+    fn mul_mat(&mut self, w: &Matrix, x: &[f32], n: usize, out: &mut [f32]) -> Result<()>;
+    /// Rows `ids` of `table` as f32, one after another (embedding look-up).
+    fn get_rows(&mut self, table: &Matrix, ids: &[u32], out: &mut [f32]) -> Result<()>;
+    /// RMSNorm of each row of `x` (rows of `w.len()`), times `w`.
+    fn rms_norm(&mut self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) -> Result<()>;
+    /// LayerNorm of each row of `x` in place, times `w` plus `b`.
+    fn layer_norm(&mut self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32) -> Result<()>;
+    /// Rotates each row of `x` (`n_heads x head_dim` values) to its position.
+    fn rope(&mut self, rope: &Rope, x: &mut [f32], pos: &[i32]) -> Result<()>;
+    /// `x += y`, element by element.
+    fn add(&mut self, x: &mut [f32], y: &[f32]) -> Result<()>;
+    /// Adds `bias` to each row of `x` (rows of `bias.len()`).
+    fn add_bias(&mut self, x: &mut [f32], bias: &[f32]) -> Result<()>;
+    /// `gate = silu(gate) * up` (SwiGLU).
+    fn silu_mul(&mut self, gate: &mut [f32], up: &[f32]) -> Result<()>;
+    /// GELU (tanh approximation, ggml's f16 table) in place.
+    fn gelu(&mut self, x: &mut [f32]) -> Result<()>;
+    /// tanh in place.
+    fn tanh(&mut self, x: &mut [f32]) -> Result<()>;
+    /// Stores `src` (one row) as row `row` of a cache (converted to its type).
+    fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()>;
+    /// Reads row `row` of a cache as f32.
+    fn get_row(&mut self, src: CacheRows, row: usize, out: &mut [f32]) -> Result<()>;
+    /// `softmax(scale · q·Kᵀ + mask) · V` for every query token and head.
+    fn attention(&mut self, args: &AttentionArgs, out: &mut [f32]) -> Result<()>;
 }

@@ -64,6 +64,21 @@ pub struct ChatTemplate {
 }
 
 impl ChatTemplate {
+    /// The model's chat template (ChatML when it has none, as llama.cpp),
+    /// with its BOS and EOS token texts.
+    pub fn of_model(model: &crate::model::Model) -> Result<ChatTemplate> {
+        let text = |id: Option<u32>| {
+            id.and_then(|t| model.vocab.token_text(t))
+                .unwrap_or("")
+                .to_string()
+        };
+        ChatTemplate::from_metadata(
+            model.file().metadata(),
+            &text(model.vocab.bos),
+            &text(model.vocab.eos),
+        )
+    }
+
     /// A template from its Jinja text or a family name, with the model's BOS
     /// and EOS token texts (the template variables `bos_token`, `eos_token`).
     ///

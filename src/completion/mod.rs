@@ -269,9 +269,15 @@ impl Context {
         let n_ctx = self.n_ctx();
         let model = self.model().clone();
         let vocab = &model.vocab;
-        let n_vocab = model.llama()?.hparams.n_vocab;
+        if !model.can_generate() {
+            return Err(Error::InvalidArgument(format!(
+                "a {} model cannot generate text (it is an encoder): use it for embeddings or reranking",
+                model.arch_name()
+            )));
+        }
+        let n_vocab = model.n_vocab();
         let prompt = match &params.messages {
-            Some(messages) => model.chat_template()?.apply(messages, true)?,
+            Some(messages) => crate::chat::ChatTemplate::of_model(&model)?.apply(messages, true)?,
             None => params.prompt.clone(),
         };
         let mut prompt_ids = vocab.tokenize(&prompt, params.add_special, params.parse_special)?;
@@ -297,7 +303,7 @@ impl Context {
         // evaluated again, for its logits.
         let cached = if params.cache_prompt {
             let common = self
-                .history
+                .prompt_cache()
                 .iter()
                 .zip(&prompt_ids)
                 .take_while(|(a, b)| a == b)
@@ -306,8 +312,9 @@ impl Context {
         } else {
             0
         };
-        self.kv_mut().seq_rm(0, cached as i32, -1)?;
-        self.history.truncate(cached);
+        let kept = self.prompt_cache()[..cached].to_vec();
+        self.kv_seq_rm(0, cached as i32, -1)?;
+        self.set_prompt_cache(&kept);
 
         let t0 = Stopwatch::start();
         let n_batch = self.params().n_batch;
@@ -322,7 +329,7 @@ impl Context {
                 }
                 other => other?,
             }
-            self.history.extend_from_slice(chunk);
+            self.extend_prompt_cache(chunk);
             pos += chunk.len();
         }
         for &t in &prompt_ids {
@@ -395,7 +402,7 @@ impl CompletionRun {
                 Err(Error::Cancelled(_)) => return Ok(self.end("abort")),
                 other => other?,
             }
-            ctx.history.push(token);
+            ctx.extend_prompt_cache(&[token]);
             self.pos += 1;
             self.n_generated_evaluated += 1;
         }
@@ -491,9 +498,15 @@ impl Context {
             });
         }
         let (k, d, p) = (n_keep as i32, n_discard as i32, *pos as i32);
-        self.kv_mut().seq_rm(0, k, k + d)?;
-        self.shift_kv(0, k + d, p, -d)?;
-        self.history.drain(n_keep..n_keep + n_discard);
+        let mut kept = self.prompt_cache().to_vec();
+        self.kv_seq_rm(0, k, k + d)?;
+        self.kv_seq_add(0, k + d, p, -d)?;
+        if kept.len() >= n_keep + n_discard {
+            kept.drain(n_keep..n_keep + n_discard);
+        } else {
+            kept.clear();
+        }
+        self.set_prompt_cache(&kept);
         *pos -= n_discard;
         Ok(())
     }

@@ -3,15 +3,18 @@
 //! belongs to and whether its logits are wanted. Adding past the capacity is
 //! an error; nothing is ever written beyond it.
 
-use super::kv_cache::{SeqId, MAX_SEQUENCES};
 use crate::error::{Error, Result};
+use crate::kv::{SeqId, MAX_SEQUENCES};
 
 #[derive(Clone, Debug)]
 pub struct Batch {
     capacity: usize,
     pub(crate) tokens: Vec<u32>,
     pub(crate) pos: Vec<i32>,
-    pub(crate) seqs: Vec<Vec<SeqId>>,
+    /// Each token's first sequence (the one whose cells it attends to).
+    pub(crate) seq: Vec<SeqId>,
+    /// Each token's sequences, one bit each.
+    pub(crate) seq_mask: Vec<u64>,
     pub(crate) logits: Vec<bool>,
 }
 
@@ -21,7 +24,8 @@ impl Batch {
             capacity,
             tokens: Vec::with_capacity(capacity),
             pos: Vec::with_capacity(capacity),
-            seqs: Vec::with_capacity(capacity),
+            seq: Vec::with_capacity(capacity),
+            seq_mask: Vec::with_capacity(capacity),
             logits: Vec::with_capacity(capacity),
         }
     }
@@ -51,7 +55,8 @@ impl Batch {
     pub fn clear(&mut self) {
         self.tokens.clear();
         self.pos.clear();
-        self.seqs.clear();
+        self.seq.clear();
+        self.seq_mask.clear();
         self.logits.clear();
     }
 
@@ -80,7 +85,9 @@ impl Batch {
         }
         self.tokens.push(token);
         self.pos.push(pos);
-        self.seqs.push(seqs.to_vec());
+        self.seq.push(seqs[0]);
+        self.seq_mask
+            .push(seqs.iter().fold(0, |m, &s| m | 1u64 << s));
         self.logits.push(logits);
         Ok(())
     }

@@ -1,23 +1,27 @@
-//! A context: one model's working state, as `llama_context`. It owns the KV
-//! cache (several sequences), the worker pool, the logits of the last decode
-//! and the embeddings of the last encode (src/embedding/). `decode` runs a
-//! `Batch` in micro-batches of `n_ubatch` tokens; a batch that does not fit
-//! (too many tokens, a full cache) is an error that leaves the cache as it was.
+//! A context: one model's working state, as `llama_context`. It owns the
+//! backend it computes with (threads and scratch), the KV cache (several
+//! sequences), the architecture's forward-pass state, the logits of the last
+//! decode and the embeddings of the last encode. `decode` runs a `Batch` in
+//! micro-batches of `n_ubatch` tokens; a batch that does not fit (too many
+//! tokens, a full cache) is an error that leaves the cache as it was.
+//! Buffers are sized when the context is made (or on the first batch of each
+//! size): decoding a token allocates nothing.
 
 pub mod batch;
-pub mod kv_cache;
+mod pooling;
 
+use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 pub use batch::Batch;
-pub use kv_cache::{KvCache, KvType, SeqId};
+pub use pooling::Pooling;
 
-use crate::embedding::{EncodeOutput, Pooling};
+pub use crate::kv::{KvCache, KvLayout, KvType, SeqId, MAX_SEQUENCES};
+
+use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::model::llama::MicroBatch;
-use crate::model::{Model, Net};
-use crate::parallel::Workers;
+use crate::model::{MicroBatch, Model};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContextParams {
@@ -84,22 +88,41 @@ impl AbortHandle {
     }
 }
 
+/// What the last `encode` left: pooled vectors per sequence, or (pooling
+/// none) one vector per token.
+#[derive(Default)]
+struct EncodeOutput {
+    pooled: Vec<(SeqId, Vec<f32>)>,
+    per_token: Vec<f32>,
+    n_tokens: usize,
+}
+
+/// Buffers of `decode` kept between calls.
+#[derive(Default)]
+struct DecodeScratch {
+    cells: Vec<usize>,
+    outputs: Vec<usize>,
+}
+
 pub struct Context {
     model: Arc<Model>,
     params: ContextParams,
+    backend: Box<dyn Backend>,
     kv: KvCache,
-    pub(crate) workers: Workers,
-    /// Logits of the last decode's output tokens, `n_vocab` each.
+    /// The architecture's forward-pass scratch.
+    state: Box<dyn Any + Send>,
+    scratch: DecodeScratch,
+    /// Rows of the last decode's output tokens: logits (`n_vocab` each), or
+    /// hidden states for an embedding pass.
     logits: Vec<f32>,
     /// For each token of the last batch, its row in `logits`.
     output_rows: Vec<Option<usize>>,
     abort: AbortHandle,
     /// Tokens of sequence 0 at positions 0.., as the last completion left
     /// them (its prompt cache); emptied by any direct cache edit.
-    pub(crate) history: Vec<u32>,
-    pub(crate) pooling: Pooling,
-    /// What the last `encode` produced.
-    pub(crate) encoded: EncodeOutput,
+    prompt_cache: Vec<u32>,
+    pooling: Pooling,
+    encoded: EncodeOutput,
 }
 
 impl Context {
@@ -125,37 +148,42 @@ impl Context {
         if pooling == Pooling::Rank {
             check_rank(&model)?;
         }
-        // An encoder keeps no KV cache: a sequence is encoded whole.
-        let kv = match &model.net {
-            Net::Llama(l) => {
-                let h = &l.hparams;
-                KvCache::new(
-                    h.n_layer,
-                    params.n_ctx,
-                    h.n_head_kv * h.head_dim,
-                    h.head_dim,
-                    params.type_k,
-                    params.type_v,
-                )?
-            }
-            Net::Bert(b) => KvCache::new(
-                0,
-                params.n_ctx,
-                b.hparams.n_embd,
-                b.hparams.head_dim,
-                params.type_k,
-                params.type_v,
-            )?,
+        let device = model.device().clone();
+        // An encoder keeps no KV cache (a sequence is encoded whole), but its
+        // cells still place a batch's tokens.
+        let layout = model.arch().kv_layout().unwrap_or(KvLayout {
+            n_layer: 0,
+            width: model.n_embd(),
+            head_dim: model.n_embd(),
+        });
+        let kv = KvCache::new(
+            device.buffer_type().as_ref(),
+            layout,
+            params.n_ctx,
+            params.type_k,
+            params.type_v,
+        )?;
+        let mut backend = device.create_backend(params.n_threads)?;
+        backend.reserve(params.n_ubatch, params.n_ctx)?;
+        let max_tokens = if model.can_generate() {
+            params.n_ubatch
+        } else {
+            params.n_batch
         };
         Ok(Context {
-            workers: Workers::new(params.n_threads)?,
+            state: model.arch().new_state(max_tokens)?,
+            scratch: DecodeScratch {
+                cells: Vec::with_capacity(params.n_batch),
+                outputs: Vec::with_capacity(params.n_batch),
+            },
+            output_rows: Vec::with_capacity(params.n_batch),
+            backend,
             model,
             params,
             kv,
             logits: Vec::new(),
-            output_rows: Vec::new(),
             abort: AbortHandle::new(),
-            history: Vec::new(),
+            prompt_cache: Vec::new(),
             pooling,
             encoded: EncodeOutput::default(),
         })
@@ -174,38 +202,38 @@ impl Context {
     }
 
     pub fn n_threads(&self) -> usize {
-        self.workers.n_threads()
+        self.backend.n_threads()
     }
 
-    /// The KV cache, to clear it or edit its sequences.
+    /// The kernel variant (or implementation) the backend runs.
+    pub fn cpu_variant(&self) -> String {
+        self.backend.variant_name()
+    }
+
+    /// The KV cache, to read its state.
     pub fn kv(&self) -> &KvCache {
         &self.kv
     }
 
     pub fn kv_clear(&mut self) {
         self.kv.clear();
-        self.history.clear();
+        self.prompt_cache.clear();
     }
 
     /// Removes positions `[p0, p1)` of `seq` (`seq < 0`: of all sequences;
     /// negative bounds are open).
     pub fn kv_seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> Result<()> {
-        self.history.clear();
+        self.prompt_cache.clear();
         self.kv.seq_rm(seq, p0, p1)
     }
 
-    /// The cache, for edits that keep the prompt cache in step themselves.
-    pub(crate) fn kv_mut(&mut self) -> &mut KvCache {
-        &mut self.kv
-    }
-
     pub fn kv_seq_cp(&mut self, src: SeqId, dst: SeqId, p0: i32, p1: i32) -> Result<()> {
-        self.history.clear();
+        self.prompt_cache.clear();
         self.kv.seq_cp(src, dst, p0, p1)
     }
 
     pub fn kv_seq_keep(&mut self, seq: SeqId) -> Result<()> {
-        self.history.clear();
+        self.prompt_cache.clear();
         self.kv.seq_keep(seq)
     }
 
@@ -216,16 +244,33 @@ impl Context {
     /// Moves positions `[p0, p1)` of `seq` by `delta` (the context shift:
     /// after removing old positions, the rest slide down).
     pub fn kv_seq_add(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) -> Result<()> {
-        self.history.clear();
-        self.shift_kv(seq, p0, p1, delta)
+        self.prompt_cache.clear();
+        let arch = self.model.arch();
+        let shift = |be: &mut dyn Backend, l: usize, row: &mut [f32], d: i32| {
+            arch.shift_keys(be, l, row, d)
+        };
+        self.kv
+            .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)
     }
 
-    pub(crate) fn shift_kv(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) -> Result<()> {
-        let llama = self.model.llama()?;
-        let rope = &llama.hparams.rope;
-        let k = *llama.kernels();
-        self.kv
-            .seq_add(&k, &|row, d| rope.apply(row, d), seq, p0, p1, delta)
+    /// The tokens of sequence 0 the last completion left in the cache at
+    /// positions 0.. (its prompt cache). Any direct edit of the cache
+    /// (`kv_*`) empties it.
+    pub fn prompt_cache(&self) -> &[u32] {
+        &self.prompt_cache
+    }
+
+    /// Sets the prompt-cache record after a completion changed the cache
+    /// with the `kv_*` calls (which empty it): what sequence 0 now holds.
+    pub fn set_prompt_cache(&mut self, tokens: &[u32]) {
+        self.prompt_cache.clear();
+        self.prompt_cache.extend_from_slice(tokens);
+    }
+
+    /// Appends tokens the caller just decoded at the end of sequence 0's
+    /// prompt-cache record.
+    pub fn extend_prompt_cache(&mut self, tokens: &[u32]) {
+        self.prompt_cache.extend_from_slice(tokens);
     }
 
     /// The handle that stops this context's decodes and completions.
@@ -237,77 +282,96 @@ impl Context {
     /// tokens that asked for them become readable with `logits`. On any error
     /// the cache is as before the call.
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {
+        self.check_batch(batch, self.params.n_batch)?;
+        if !self.model.can_generate() {
+            return Err(Error::InvalidArgument(format!(
+                "a {} model cannot generate text (it is an encoder): use it for embeddings or reranking",
+                self.model.arch_name()
+            )));
+        }
+        self.run_decode(batch, false)
+    }
+
+    fn check_batch(&self, batch: &Batch, limit: usize) -> Result<()> {
         let n = batch.len();
         if n == 0 {
             return Err(Error::InvalidArgument("the batch is empty".into()));
         }
-        if n > self.params.n_batch {
+        if n > limit {
             return Err(Error::InvalidArgument(format!(
-                "the batch has {n} tokens, more than n_batch = {}",
-                self.params.n_batch
+                "the batch has {n} tokens, more than n_batch = {limit}"
             )));
         }
-        let n_vocab = self.model.llama()?.hparams.n_vocab;
-        if let Some(&t) = batch.tokens.iter().find(|&&t| t as usize >= n_vocab) {
-            return Err(Error::InvalidArgument(format!(
-                "token {t} is outside the vocabulary of {n_vocab}"
-            )));
-        }
-        let placement = self.kv.find_cells(n)?;
+        self.model.check_tokens(&batch.tokens)
+    }
+
+    /// Places `batch` in free cells and runs it; on error the cells are
+    /// released and no output is readable.
+    fn run_decode(&mut self, batch: &Batch, hidden: bool) -> Result<()> {
+        let n = batch.len();
+        self.kv.find_cells(n, &mut self.scratch.cells)?;
         self.logits.clear();
-        self.output_rows = vec![None; n];
-        let result = self.decode_placed(batch, &placement.cells, false);
+        self.output_rows.clear();
+        self.output_rows.resize(n, None);
+        let result = self.decode_placed(batch, hidden);
         if result.is_err() {
-            self.kv.release(&placement.cells);
+            self.kv.release(&self.scratch.cells);
             self.logits.clear();
-            self.output_rows = vec![None; n];
+            self.output_rows.fill(None);
         }
         result
     }
 
-    /// Runs a placed batch; `hidden`: every token's final-norm hidden state
-    /// goes to the outputs instead of the logits of those that asked.
-    fn decode_placed(&mut self, batch: &Batch, cells: &[usize], hidden: bool) -> Result<()> {
+    /// Runs a placed batch in micro-batches; `hidden`: every token's
+    /// final-norm hidden state goes to the outputs instead of the logits of
+    /// those that asked.
+    fn decode_placed(&mut self, batch: &Batch, hidden: bool) -> Result<()> {
         let n = batch.len();
-        let seq: Vec<SeqId> = batch.seqs.iter().map(|s| s[0]).collect();
+        let s = &mut self.scratch;
+        let width = if hidden {
+            self.model.n_embd()
+        } else {
+            self.model.n_vocab()
+        };
         let mut start = 0;
         while start < n {
             if self.abort.is_aborted() {
                 return Err(Error::Cancelled("decoding".into()));
             }
             let end = (start + self.params.n_ubatch).min(n);
-            for ((&cell, &pos), seqs) in cells[start..end]
+            for ((&cell, &pos), &mask) in s.cells[start..end]
                 .iter()
                 .zip(&batch.pos[start..end])
-                .zip(&batch.seqs[start..end])
+                .zip(&batch.seq_mask[start..end])
             {
-                self.kv.occupy(cell, pos, seqs)?;
+                self.kv.occupy(cell, pos, mask)?;
             }
-            let outputs: Vec<usize> = (start..end)
-                .filter(|&i| hidden || batch.logits[i])
-                .map(|i| i - start)
-                .collect();
+            s.outputs.clear();
+            s.outputs.extend(
+                (start..end)
+                    .filter(|&i| hidden || batch.logits[i])
+                    .map(|i| i - start),
+            );
             let ub = MicroBatch {
                 tokens: &batch.tokens[start..end],
                 pos: &batch.pos[start..end],
-                seq: &seq[start..end],
-                cells: &cells[start..end],
-                outputs: &outputs,
+                seq: &batch.seq[start..end],
+                cells: &s.cells[start..end],
+                outputs: &s.outputs,
                 hidden,
             };
-            let llama = self.model.llama()?;
-            let (workers, kv) = (&self.workers, &mut self.kv);
-            let logits = workers.install(|| llama.forward(workers, kv, &ub))?;
-            let width = if hidden {
-                llama.hparams.n_embd
-            } else {
-                llama.hparams.n_vocab
-            };
             let first_row = self.logits.len() / width;
-            for (r, &i) in outputs.iter().enumerate() {
+            let (arch, kv, state, logits) = (
+                self.model.arch(),
+                &mut self.kv,
+                self.state.as_mut(),
+                &mut self.logits,
+            );
+            self.backend
+                .run(&mut |be| arch.decode(be, kv, &ub, state, logits))?;
+            for (r, &i) in s.outputs.iter().enumerate() {
                 self.output_rows[start + i] = Some(first_row + r);
             }
-            self.logits.extend_from_slice(&logits);
             start = end;
         }
         Ok(())
@@ -316,10 +380,10 @@ impl Context {
     /// Logits of token `i` of the last decoded batch; a negative `i` counts
     /// from the end of the outputs (-1: the last token that asked for logits).
     pub fn logits(&self, i: i32) -> Result<&[f32]> {
-        let n_vocab = self.model.llama()?.hparams.n_vocab;
+        let n_vocab = self.model.n_vocab();
         let n_out = self.logits.len() / n_vocab;
         let row = if i < 0 {
-            let back = (-i) as usize;
+            let back = i.unsigned_abs() as usize;
             (back <= n_out).then(|| n_out - back)
         } else {
             self.output_rows.get(i as usize).copied().flatten()
@@ -333,36 +397,141 @@ impl Context {
     }
 }
 
+// ---- Encoding (embeddings).
+
 impl Context {
-    /// Hidden states (after the final norm) of every token of `batch`
-    /// through a llama model, from an empty cache; the cache is cleared
-    /// again afterwards (embeddings keep no state), as is the prompt cache.
-    pub(crate) fn llama_hidden(&mut self, batch: &Batch) -> Result<Vec<f32>> {
-        let n_vocab = self.model.llama()?.hparams.n_vocab;
-        if let Some(&t) = batch.tokens.iter().find(|&&t| t as usize >= n_vocab) {
+    /// The pooling this context's `encode` applies.
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// Most tokens one `encode` takes: the context, the batch, and for an
+    /// encoder the micro-batch and its positions (a sequence is computed at
+    /// once).
+    pub fn max_encode_tokens(&self) -> usize {
+        let p = &self.params;
+        if self.model.can_generate() {
+            p.n_ctx.min(p.n_batch)
+        } else {
+            p.n_ctx
+                .min(p.n_batch)
+                .min(p.n_ubatch)
+                .min(self.model.n_ctx_train())
+        }
+    }
+
+    /// Encodes `batch` for embeddings: every sequence in it whole (its
+    /// tokens attend to each other; a decoder's KV cache is cleared before
+    /// and after). Read the result with `embeddings_seq` (pooled) or
+    /// `embeddings_ith` (pooling none). An error (too many tokens, a
+    /// sequence without a position 0 for cls/rank) changes nothing.
+    pub fn encode(&mut self, batch: &Batch) -> Result<()> {
+        let n = batch.len();
+        let limit = self.max_encode_tokens();
+        if n > limit {
             return Err(Error::InvalidArgument(format!(
-                "token {t} is outside the vocabulary of {n_vocab}"
+                "the batch has {n} tokens, more than one encode takes ({limit}: n_ctx, n_batch{})",
+                if self.model.can_generate() {
+                    ""
+                } else {
+                    ", n_ubatch and the model's positions"
+                }
             )));
         }
+        self.check_batch(batch, limit)?;
+        let seq = &batch.seq;
+        let hidden = if self.model.can_generate() {
+            self.decoder_hidden(batch)?
+        } else {
+            let mut out = Vec::new();
+            let (arch, state) = (self.model.arch(), self.state.as_mut());
+            self.backend
+                .run(&mut |be| arch.encode(be, &batch.tokens, &batch.pos, seq, state, &mut out))?;
+            out
+        };
+        let d = self.model.n_embd();
+        let pooled = pooling::pool(self.pooling, &hidden, d, &batch.pos, seq)?;
+        self.encoded = match self.pooling {
+            Pooling::None => EncodeOutput {
+                pooled: Vec::new(),
+                per_token: hidden,
+                n_tokens: n,
+            },
+            Pooling::Rank => {
+                let rows: Vec<f32> = pooled.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+                let mut scores = Vec::new();
+                let arch = self.model.arch();
+                self.backend
+                    .run(&mut |be| arch.classify(be, &rows, pooled.len(), &mut scores))?;
+                let per = arch.n_labels().max(1);
+                EncodeOutput {
+                    pooled: pooled
+                        .iter()
+                        .zip(scores.chunks_exact(per))
+                        .map(|((s, _), sc)| (*s, sc.to_vec()))
+                        .collect(),
+                    per_token: Vec::new(),
+                    n_tokens: n,
+                }
+            }
+            _ => EncodeOutput {
+                pooled,
+                per_token: Vec::new(),
+                n_tokens: n,
+            },
+        };
+        Ok(())
+    }
+
+    /// Hidden states (after the final norm) of every token of `batch`
+    /// through a decoder, from an empty cache; the cache is cleared again
+    /// afterwards (embeddings keep no state), as is the prompt cache.
+    fn decoder_hidden(&mut self, batch: &Batch) -> Result<Vec<f32>> {
         self.kv_clear();
-        let placement = self.kv.find_cells(batch.len())?;
-        self.logits.clear();
-        self.output_rows = vec![None; batch.len()];
-        let result = self.decode_placed(batch, &placement.cells, true);
+        let result = self.run_decode(batch, true);
         self.kv_clear();
         self.output_rows.clear();
         result?;
         Ok(std::mem::take(&mut self.logits))
     }
+
+    /// The pooled embedding of sequence `seq` from the last `encode` (rank
+    /// pooling: the classifier's scores).
+    pub fn embeddings_seq(&self, seq: SeqId) -> Result<&[f32]> {
+        self.encoded
+            .pooled
+            .iter()
+            .find(|(s, _)| *s == seq)
+            .map(|(_, v)| v.as_slice())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "no pooled embedding for sequence {seq} (pooling {}; the last encode had {} sequences)",
+                    self.pooling.name(),
+                    self.encoded.pooled.len()
+                ))
+            })
+    }
+
+    /// Token `i`'s hidden state from the last `encode` (pooling none).
+    pub fn embeddings_ith(&self, i: usize) -> Result<&[f32]> {
+        let d = self.model.n_embd();
+        if self.pooling != Pooling::None || i >= self.encoded.n_tokens {
+            return Err(Error::InvalidArgument(format!(
+                "no embedding for token {i} (pooling {}; the last encode had {} tokens)",
+                self.pooling.name(),
+                self.encoded.n_tokens
+            )));
+        }
+        Ok(&self.encoded.per_token[i * d..(i + 1) * d])
+    }
 }
 
 /// Rank pooling needs the classifier head and the tokens of a pair input.
 fn check_rank(model: &Model) -> Result<()> {
-    let has_head = matches!(&model.net, Net::Bert(b) if b.has_classifier());
-    if !has_head {
+    if model.arch().n_labels() == 0 {
         return Err(Error::InvalidArgument(format!(
             "rank pooling needs a classifier head (cls.weight, cls.output.weight): this {} model has none",
-            model.arch()
+            model.arch_name()
         )));
     }
     let v = &model.vocab;

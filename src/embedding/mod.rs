@@ -7,27 +7,18 @@
 //! calls; `embed` and `rerank` are llama.rn's, with llama-embedding's
 //! normalisation (`normalize`).
 
-mod pooling;
+mod normalize;
 
-pub use pooling::{normalize, Pooling};
+pub use crate::context::Pooling;
+pub use normalize::normalize;
 
 use serde::Serialize;
 
 use crate::context::{Batch, Context, SeqId};
 use crate::error::{Error, Result};
-use crate::model::Net;
 
 /// Most sequences one batch of `embed` / `rerank` carries.
 const MAX_SEQS: usize = 64;
-
-/// What the last `encode` left: pooled vectors per sequence, or (pooling
-/// none) one vector per token.
-#[derive(Default)]
-pub(crate) struct EncodeOutput {
-    pub pooled: Vec<(SeqId, Vec<f32>)>,
-    pub per_token: Vec<f32>,
-    pub n_tokens: usize,
-}
 
 #[derive(Clone, Debug)]
 pub struct EmbedParams {
@@ -72,123 +63,6 @@ pub struct RerankResult {
 }
 
 impl Context {
-    /// The pooling this context's `encode` applies.
-    pub fn pooling(&self) -> Pooling {
-        self.pooling
-    }
-
-    /// Encodes `batch` for embeddings: every sequence in it whole (its
-    /// tokens attend to each other; a llama model's KV cache is cleared
-    /// before and after). Read the result with `embeddings_seq` (pooled) or
-    /// `embeddings_ith` (pooling none). An error (too many tokens, a
-    /// sequence without a position 0 for cls/rank) changes nothing.
-    pub fn encode(&mut self, batch: &Batch) -> Result<()> {
-        let n = batch.len();
-        if n == 0 {
-            return Err(Error::InvalidArgument("the batch is empty".into()));
-        }
-        let limit = self.encode_limit();
-        if n > limit {
-            return Err(Error::InvalidArgument(format!(
-                "the batch has {n} tokens, more than one encode takes ({limit}: n_ctx, n_batch{})",
-                if matches!(self.model().net, Net::Bert(_)) {
-                    ", n_ubatch and the model's positions"
-                } else {
-                    ""
-                }
-            )));
-        }
-        let seq: Vec<SeqId> = batch.seqs.iter().map(|s| s[0]).collect();
-        let hidden = match &self.model().clone().net {
-            Net::Bert(b) => {
-                let workers = &self.workers;
-                workers.install(|| b.encode(workers, &batch.tokens, &batch.pos, &seq))?
-            }
-            Net::Llama(_) => self.llama_hidden(batch)?,
-        };
-        let d = self.model().n_embd();
-        let pooled = pooling::pool(self.pooling, &hidden, d, &batch.pos, &seq)?;
-        let out = match self.pooling {
-            Pooling::None => EncodeOutput {
-                pooled: Vec::new(),
-                per_token: hidden,
-                n_tokens: n,
-            },
-            Pooling::Rank => {
-                // Context::new refuses rank pooling without a classifier.
-                let Net::Bert(b) = &self.model().net else {
-                    return Err(Error::InvalidArgument(
-                        "rank pooling needs a model with a classifier head".into(),
-                    ));
-                };
-                let rows: Vec<f32> = pooled.iter().flat_map(|(_, v)| v.iter().copied()).collect();
-                let workers = &self.workers;
-                let scores = workers.install(|| b.classify(workers, &rows, pooled.len()))?;
-                let per = b.n_labels();
-                EncodeOutput {
-                    pooled: pooled
-                        .iter()
-                        .zip(scores.chunks_exact(per))
-                        .map(|((s, _), sc)| (*s, sc.to_vec()))
-                        .collect(),
-                    per_token: Vec::new(),
-                    n_tokens: n,
-                }
-            }
-            _ => EncodeOutput {
-                pooled,
-                per_token: Vec::new(),
-                n_tokens: n,
-            },
-        };
-        self.encoded = out;
-        Ok(())
-    }
-
-    /// Most tokens one `encode` takes: the context, the batch, and for a
-    /// non-causal model the micro-batch (a sequence is computed at once).
-    fn encode_limit(&self) -> usize {
-        let p = self.params();
-        match &self.model().net {
-            Net::Bert(b) => p
-                .n_ctx
-                .min(p.n_batch)
-                .min(p.n_ubatch)
-                .min(b.hparams.n_ctx_train),
-            Net::Llama(_) => p.n_ctx.min(p.n_batch),
-        }
-    }
-
-    /// The pooled embedding of sequence `seq` from the last `encode` (rank
-    /// pooling: the classifier's scores).
-    pub fn embeddings_seq(&self, seq: SeqId) -> Result<&[f32]> {
-        self.encoded
-            .pooled
-            .iter()
-            .find(|(s, _)| *s == seq)
-            .map(|(_, v)| v.as_slice())
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "no pooled embedding for sequence {seq} (pooling {}; the last encode had {} sequences)",
-                    self.pooling.name(),
-                    self.encoded.pooled.len()
-                ))
-            })
-    }
-
-    /// Token `i`'s hidden state from the last `encode` (pooling none).
-    pub fn embeddings_ith(&self, i: usize) -> Result<&[f32]> {
-        let d = self.model().n_embd();
-        if self.pooling != Pooling::None || i >= self.encoded.n_tokens {
-            return Err(Error::InvalidArgument(format!(
-                "no embedding for token {i} (pooling {}; the last encode had {} tokens)",
-                self.pooling.name(),
-                self.encoded.n_tokens
-            )));
-        }
-        Ok(&self.encoded.per_token[i * d..(i + 1) * d])
-    }
-
     /// Embeds each text (tokenized as llama-embedding does, with special
     /// tokens): several texts per batch, one sequence each, pooled and
     /// normalised. An empty list, an empty text, or a text longer than a
@@ -226,10 +100,10 @@ impl Context {
         documents: &[&str],
         params: &RerankParams,
     ) -> Result<Vec<RerankResult>> {
-        if self.pooling != Pooling::Rank {
+        if self.pooling() != Pooling::Rank {
             return Err(Error::InvalidArgument(format!(
                 "reranking needs pooling type rank; this context pools {} (create it with pooling rank)",
-                self.pooling.name()
+                self.pooling().name()
             )));
         }
         if documents.is_empty() {
@@ -287,7 +161,7 @@ impl Context {
     /// `ids` cut to one batch when `truncate` (keeping a final EOS/SEP the
     /// tokenizer added), else an error naming `what` when too long.
     fn fit(&self, mut ids: Vec<u32>, truncate: bool, what: &str) -> Result<(Vec<u32>, bool)> {
-        let limit = self.encode_limit();
+        let limit = self.max_encode_tokens();
         if ids.len() <= limit {
             return Ok((ids, false));
         }
@@ -310,7 +184,7 @@ impl Context {
     /// Encodes the inputs in batches of whole sequences; for each input its
     /// vectors (one pooled, or one per token).
     fn encode_all(&mut self, inputs: &[(Vec<u32>, bool)]) -> Result<Vec<Vec<Vec<f32>>>> {
-        let limit = self.encode_limit();
+        let limit = self.max_encode_tokens();
         let mut out = Vec::with_capacity(inputs.len());
         let mut start = 0;
         while start < inputs.len() {
@@ -332,7 +206,7 @@ impl Context {
             self.encode(&batch)?;
             let mut first = 0;
             for (s, (ids, _)) in inputs[start..end].iter().enumerate() {
-                out.push(if self.pooling == Pooling::None {
+                out.push(if self.pooling() == Pooling::None {
                     (first..first + ids.len())
                         .map(|i| self.embeddings_ith(i).map(<[f32]>::to_vec))
                         .collect::<Result<Vec<_>>>()?

@@ -7,17 +7,15 @@
 //! state that pooling reads; rank pooling adds the classifier head
 //! (`cls.*`: dense + tanh, then `cls.output.*`).
 
+use std::any::Any;
 use std::sync::Arc;
 
-use super::attention::attend;
-use super::matmul::{matmul, MatRef};
-use super::ops::{gelu, layer_norm};
-use super::weights::{tensor, vector, weight, LoadSteps, Progress, Tensor};
-use crate::backend::cpu::Kernels;
-use crate::context::kv_cache::{LayerKv, Rows, SeqId};
+use super::weights::{matrix, shaped, table, tensor, vector, LoadSteps, Progress};
+use super::{state_of, Architecture};
+use crate::backend::{AttentionArgs, Backend, CacheRows, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::parallel::Workers;
+use crate::kv::{KvLayout, SeqId, MAX_SEQUENCES};
 
 /// Hyperparameters from `bert.*` metadata.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,7 +38,7 @@ struct Norm {
 
 /// A matrix and its bias.
 struct Linear {
-    w: Tensor,
+    w: Matrix,
     b: Vec<f32>,
 }
 
@@ -61,184 +59,233 @@ struct Classifier {
     out: Linear,
 }
 
-pub struct BertModel {
-    file: Arc<GgufFile>,
+pub struct Bert {
     pub hparams: BertHParams,
-    kernels: Kernels,
-    token_embd: Tensor,
+    token_embd: Matrix,
     /// Token-type row 0, added to every token.
     type_embd: Vec<f32>,
-    pos_embd: Tensor,
+    pos_embd: Matrix,
     embd_norm: Norm,
     layers: Vec<Layer>,
     classifier: Option<Classifier>,
 }
 
-impl BertModel {
-    pub fn load(
-        file: Arc<GgufFile>,
-        kernels: Kernels,
-        progress: Option<Progress>,
-    ) -> Result<BertModel> {
-        let md = file.metadata();
-        let u = |k: &str| md.get_u32(&format!("bert.{k}")).map(|v| v as usize);
-        let n_embd = u("embedding_length")?;
-        let n_head = u("attention.head_count")?;
-        if n_head == 0 || n_embd % n_head != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "inconsistent attention shape: {n_embd} embedding, {n_head} heads"
-            )));
-        }
-        let token_embd = tensor(&file, "token_embd.weight")?;
-        let hparams = BertHParams {
-            n_layer: u("block_count")?,
-            n_embd,
-            n_head,
-            head_dim: n_embd / n_head,
-            n_ff: u("feed_forward_length")?,
-            n_vocab: token_embd.rows,
-            eps: md.get_f32("bert.attention.layer_norm_epsilon")?,
-            n_ctx_train: u("context_length")?,
-        };
-        let h = &hparams;
-        let mut steps = LoadSteps::new(&file, progress)?;
-        let shaped = |name: &str, rows: usize, cols: usize| -> Result<Tensor> {
-            let t = tensor(&file, name)?;
-            if (t.rows, t.cols) != (rows, cols) {
-                return Err(Error::InvalidArgument(format!(
-                    "tensor '{name}' is {}x{}, expected {rows}x{cols}",
-                    t.rows, t.cols
-                )));
-            }
-            Ok(t)
-        };
-        let norm = |name: &str| -> Result<Norm> {
-            Ok(Norm {
-                w: vector(&file, &tensor(&file, &format!("{name}.weight"))?, n_embd)?,
-                b: vector(&file, &tensor(&file, &format!("{name}.bias"))?, n_embd)?,
-            })
-        };
-        let linear = |name: &str, rows: usize, cols: usize| -> Result<Linear> {
-            Ok(Linear {
-                w: shaped(&format!("{name}.weight"), rows, cols)?,
-                b: vector(&file, &tensor(&file, &format!("{name}.bias"))?, rows)?,
-            })
-        };
-        shaped("token_embd.weight", h.n_vocab, n_embd)?;
-        let types = shaped(
-            "token_types.weight",
-            tensor(&file, "token_types.weight")?.rows,
-            n_embd,
-        )?;
-        let mut type_embd = vec![0.0; n_embd];
-        weight(&file, &types).row_f32(0, &mut type_embd)?;
-        let pos_embd = shaped("position_embd.weight", h.n_ctx_train, n_embd)?;
-        let embd_norm = norm("token_embd_norm")?;
-        let mut layers = Vec::with_capacity(h.n_layer);
-        for i in 0..h.n_layer {
-            let p = |n: &str| format!("blk.{i}.{n}");
-            let layer = Layer {
-                q: linear(&p("attn_q"), n_embd, n_embd)?,
-                k: linear(&p("attn_k"), n_embd, n_embd)?,
-                v: linear(&p("attn_v"), n_embd, n_embd)?,
-                out: linear(&p("attn_output"), n_embd, n_embd)?,
-                attn_norm: norm(&p("attn_output_norm"))?,
-                up: linear(&p("ffn_up"), h.n_ff, n_embd)?,
-                down: linear(&p("ffn_down"), n_embd, h.n_ff)?,
-                out_norm: norm(&p("layer_output_norm"))?,
-            };
-            let bytes = [
-                &layer.q,
-                &layer.k,
-                &layer.v,
-                &layer.out,
-                &layer.up,
-                &layer.down,
-            ]
-            .iter()
-            .map(|l| l.w.range.len())
-            .sum();
-            layers.push(layer);
-            steps.step(bytes)?;
-        }
-        let classifier = match tensor(&file, "cls.weight") {
-            Ok(_) => {
-                let out = tensor(&file, "cls.output.weight")?;
-                Some(Classifier {
-                    dense: linear("cls", n_embd, n_embd)?,
-                    out: linear("cls.output", out.rows, n_embd)?,
-                })
-            }
-            Err(Error::MissingTensor { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        steps.finish()?;
-        Ok(BertModel {
-            file,
-            hparams,
-            kernels,
-            token_embd,
-            type_embd,
-            pos_embd,
-            embd_norm,
-            layers,
-            classifier,
+/// Scratch of one context's encodes.
+struct State {
+    max_tokens: usize,
+    x: Vec<f32>,
+    pos_rows: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    proj: Vec<f32>,
+    ff: Vec<f32>,
+    pos_ids: Vec<u32>,
+    seq_bits: Vec<u64>,
+}
+
+pub(crate) fn load(
+    file: &Arc<GgufFile>,
+    device: &dyn Device,
+    progress: Option<Progress>,
+) -> Result<Box<dyn Architecture>> {
+    let md = file.metadata();
+    let u = |k: &str| md.get_u32(&format!("bert.{k}")).map(|v| v as usize);
+    let n_embd = u("embedding_length")?;
+    let n_head = u("attention.head_count")?;
+    if n_head == 0 || n_embd % n_head != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "inconsistent attention shape: {n_embd} embedding, {n_head} heads"
+        )));
+    }
+    let embd = tensor(file, "token_embd.weight")?;
+    let h = BertHParams {
+        n_layer: u("block_count")?,
+        n_embd,
+        n_head,
+        head_dim: n_embd / n_head,
+        n_ff: u("feed_forward_length")?,
+        n_vocab: embd.rows,
+        eps: md.get_f32("bert.attention.layer_norm_epsilon")?,
+        n_ctx_train: u("context_length")?,
+    };
+    if h.n_layer == 0 {
+        return Err(Error::InvalidArgument(
+            "bert.block_count is 0: the model has no layers".into(),
+        ));
+    }
+    if !(h.eps.is_finite() && h.eps > 0.0) {
+        return Err(Error::InvalidArgument(format!(
+            "bert.attention.layer_norm_epsilon is {}: it must be a positive number",
+            h.eps
+        )));
+    }
+    let mut steps = LoadSteps::new(file, progress)?;
+    let norm = |name: &str| -> Result<Norm> {
+        Ok(Norm {
+            w: vector(file, &tensor(file, &format!("{name}.weight"))?, n_embd)?,
+            b: vector(file, &tensor(file, &format!("{name}.bias"))?, n_embd)?,
         })
+    };
+    let linear = |name: &str, rows: usize, cols: usize| -> Result<Linear> {
+        let w = shaped(tensor(file, &format!("{name}.weight"))?, rows, cols)?;
+        Ok(Linear {
+            w: matrix(device, file, &w)?,
+            b: vector(file, &tensor(file, &format!("{name}.bias"))?, rows)?,
+        })
+    };
+    let token_embd = table(device, file, &shaped(embd, h.n_vocab, n_embd)?)?;
+    let types = tensor(file, "token_types.weight")?;
+    let types = shaped(types.clone(), types.rows, n_embd)?;
+    let mut type_embd = vec![0.0; n_embd];
+    crate::tensor::convert::dequantize(
+        types.dtype,
+        &file.bytes()[types.range.start..types.range.start + types.dtype.bytes_for(n_embd)],
+        &mut type_embd,
+    )?;
+    let pos_embd = table(
+        device,
+        file,
+        &shaped(tensor(file, "position_embd.weight")?, h.n_ctx_train, n_embd)?,
+    )?;
+    let embd_norm = norm("token_embd_norm")?;
+    let mut layers = Vec::new();
+    for i in 0..h.n_layer {
+        let p = |n: &str| format!("blk.{i}.{n}");
+        let layer = Layer {
+            q: linear(&p("attn_q"), n_embd, n_embd)?,
+            k: linear(&p("attn_k"), n_embd, n_embd)?,
+            v: linear(&p("attn_v"), n_embd, n_embd)?,
+            out: linear(&p("attn_output"), n_embd, n_embd)?,
+            attn_norm: norm(&p("attn_output_norm"))?,
+            up: linear(&p("ffn_up"), h.n_ff, n_embd)?,
+            down: linear(&p("ffn_down"), n_embd, h.n_ff)?,
+            out_norm: norm(&p("layer_output_norm"))?,
+        };
+        let bytes = [
+            &layer.q,
+            &layer.k,
+            &layer.v,
+            &layer.out,
+            &layer.up,
+            &layer.down,
+        ]
+        .iter()
+        .map(|l| l.w.size_bytes())
+        .sum();
+        layers.push(layer);
+        steps.step(bytes)?;
     }
+    let classifier = match tensor(file, "cls.weight") {
+        Ok(_) => {
+            let out = tensor(file, "cls.output.weight")?;
+            Some(Classifier {
+                dense: linear("cls", n_embd, n_embd)?,
+                out: linear("cls.output", out.rows, n_embd)?,
+            })
+        }
+        Err(Error::MissingTensor { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    steps.finish()?;
+    Ok(Box::new(Bert {
+        hparams: h,
+        token_embd,
+        type_embd,
+        pos_embd,
+        embd_norm,
+        layers,
+        classifier,
+    }))
+}
 
-    pub fn kernels(&self) -> &Kernels {
-        &self.kernels
-    }
-
-    pub fn file(&self) -> &Arc<GgufFile> {
-        &self.file
-    }
-
-    /// Whether the model has the classifier head rank pooling needs.
-    pub fn has_classifier(&self) -> bool {
-        self.classifier.is_some()
-    }
-
-    /// Outputs of the classifier head (one per label).
-    pub fn n_labels(&self) -> usize {
-        self.classifier.as_ref().map_or(0, |c| c.out.w.rows)
-    }
-
+impl Bert {
     /// `out = x·Wᵀ + b` for `n` rows.
     fn linear(
-        &self,
-        workers: &Workers,
+        be: &mut dyn Backend,
         l: &Linear,
         x: &[f32],
         n: usize,
         out: &mut [f32],
     ) -> Result<()> {
-        let w = weight(&self.file, &l.w);
-        matmul(&self.kernels, workers, MatRef::Mapped(w), x, n, out)?;
-        for row in out.chunks_exact_mut(l.w.rows) {
-            for (o, &b) in row.iter_mut().zip(&l.b) {
-                *o += b;
-            }
-        }
-        Ok(())
+        be.mul_mat(&l.w, x, n, out)?;
+        be.add_bias(out, &l.b)
+    }
+}
+
+impl Architecture for Bert {
+    fn name(&self) -> &'static str {
+        "bert"
     }
 
-    /// The last layer's hidden states (`n_embd` per token) of a batch of
-    /// whole sequences: token `i` sits at position `pos[i]` of sequence
-    /// `seq[i]` and attends to every token of its sequence.
-    pub(crate) fn encode(
+    fn n_embd(&self) -> usize {
+        self.hparams.n_embd
+    }
+
+    fn n_layer(&self) -> usize {
+        self.hparams.n_layer
+    }
+
+    fn n_vocab(&self) -> usize {
+        self.hparams.n_vocab
+    }
+
+    fn n_ctx_train(&self) -> usize {
+        self.hparams.n_ctx_train
+    }
+
+    fn kv_layout(&self) -> Option<KvLayout> {
+        None
+    }
+
+    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>> {
+        let h = &self.hparams;
+        let n = max_tokens.min(h.n_ctx_train);
+        let buf = |width: usize| -> Result<Vec<f32>> {
+            let len = n.checked_mul(width).ok_or_else(|| {
+                Error::InvalidArgument(format!("{n} tokens of {width} values are too many"))
+            })?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).map_err(|_| {
+                Error::InvalidArgument(format!("cannot allocate {len} values of scratch"))
+            })?;
+            v.resize(len, 0.0);
+            Ok(v)
+        };
+        Ok(Box::new(State {
+            max_tokens: n,
+            x: buf(h.n_embd)?,
+            pos_rows: buf(h.n_embd)?,
+            q: buf(h.n_embd)?,
+            k: buf(h.n_embd)?,
+            v: buf(h.n_embd)?,
+            att: buf(h.n_embd)?,
+            proj: buf(h.n_embd)?,
+            ff: buf(h.n_ff)?,
+            pos_ids: vec![0; n],
+            seq_bits: vec![0; n],
+        }))
+    }
+
+    fn encode(
         &self,
-        workers: &Workers,
+        be: &mut dyn Backend,
         tokens: &[u32],
         pos: &[i32],
         seq: &[SeqId],
-    ) -> Result<Vec<f32>> {
+        state: &mut dyn Any,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         let h = &self.hparams;
-        let (n, d, hd) = (tokens.len(), h.n_embd, h.head_dim);
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
+        let s: &mut State = state_of(state, self.name())?;
+        let (n, d) = (tokens.len(), h.n_embd);
+        if n > s.max_tokens || pos.len() != n || seq.len() != n {
             return Err(Error::InvalidArgument(format!(
-                "token {t} is outside the vocabulary of {}",
-                h.n_vocab
+                "an encode of {n} tokens ({} positions, {} sequence ids), at most {}",
+                pos.len(),
+                seq.len(),
+                s.max_tokens
             )));
         }
         if let Some(&p) = pos.iter().find(|&&p| p < 0 || p as usize >= h.n_ctx_train) {
@@ -247,96 +294,101 @@ impl BertModel {
                 h.n_ctx_train
             )));
         }
-        let mut x = vec![0.0f32; n * d];
-        let (embd, positions) = (
-            weight(&self.file, &self.token_embd),
-            weight(&self.file, &self.pos_embd),
-        );
-        let mut pos_row = vec![0.0f32; d];
-        for ((row, &t), &p) in x.chunks_exact_mut(d).zip(tokens).zip(pos) {
-            embd.row_f32(t as usize, row)?;
-            positions.row_f32(p as usize, &mut pos_row)?;
-            for ((v, &ty), &ps) in row.iter_mut().zip(&self.type_embd).zip(&pos_row) {
-                *v = (*v + ty) + ps;
-            }
+        if let Some(&q) = seq.iter().find(|&&q| q as usize >= MAX_SEQUENCES) {
+            return Err(Error::InvalidArgument(format!(
+                "sequence id {q} is out of range (at most {MAX_SEQUENCES} sequences)"
+            )));
         }
-        let norm_rows = |x: &mut [f32], norm: &Norm| {
-            let mut tmp = vec![0.0f32; d];
-            for row in x.chunks_exact_mut(d) {
-                layer_norm(row, &norm.w, &norm.b, h.eps, &mut tmp);
-                row.copy_from_slice(&tmp);
-            }
-        };
-        norm_rows(&mut x, &self.embd_norm);
-        // Which tokens each token sees: those of its own sequence.
-        let peers: Vec<Vec<usize>> = (0..n)
-            .map(|i| (0..n).filter(|&j| seq[j] == seq[i]).collect())
-            .collect();
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut q = vec![0.0f32; n * d];
-        let mut kk = vec![0.0f32; n * d];
-        let mut vv = vec![0.0f32; n * d];
-        let mut att = vec![0.0f32; n * d];
-        let mut proj = vec![0.0f32; n * d];
-        let mut ff = vec![0.0f32; n * h.n_ff];
+        let x = &mut s.x[..n * d];
+        let pos_rows = &mut s.pos_rows[..n * d];
+        let q = &mut s.q[..n * d];
+        let k = &mut s.k[..n * d];
+        let v = &mut s.v[..n * d];
+        let att = &mut s.att[..n * d];
+        let proj = &mut s.proj[..n * d];
+        let ff = &mut s.ff[..n * h.n_ff];
+        let pos_ids = &mut s.pos_ids[..n];
+        let seq_bits = &mut s.seq_bits[..n];
+        for ((id, bit), (&p, &q)) in pos_ids
+            .iter_mut()
+            .zip(seq_bits.iter_mut())
+            .zip(pos.iter().zip(seq))
+        {
+            *id = p as u32;
+            *bit = 1u64 << q;
+        }
+
+        // Embeddings: (token + type) + position, then LayerNorm.
+        be.get_rows(&self.token_embd, tokens, x)?;
+        be.add_bias(x, &self.type_embd)?;
+        be.get_rows(&self.pos_embd, pos_ids, pos_rows)?;
+        be.add(x, pos_rows)?;
+        be.layer_norm(x, &self.embd_norm.w, &self.embd_norm.b, h.eps)?;
+        let scale = 1.0 / (h.head_dim as f32).sqrt();
         for layer in &self.layers {
-            self.linear(workers, &layer.q, &x, n, &mut q)?;
-            self.linear(workers, &layer.k, &x, n, &mut kk)?;
-            self.linear(workers, &layer.v, &x, n, &mut vv)?;
-            // The batch's own keys, as f32 "cells" 0..n for the attention.
-            let keys = LayerKv {
-                k: Rows::F32(std::mem::take(&mut kk)),
-                v: Rows::F32(Vec::new()),
+            Self::linear(be, &layer.q, x, n, q)?;
+            Self::linear(be, &layer.k, x, n, k)?;
+            Self::linear(be, &layer.v, x, n, v)?;
+            // Every token of the batch is a "cell" the others of its
+            // sequence see (not causal).
+            let args = AttentionArgs {
+                q,
+                k: CacheRows::F32(k, d),
+                v: CacheRows::F32(v, d),
+                n_head: h.n_head,
+                n_head_kv: h.n_head,
+                head_dim: h.head_dim,
+                scale,
+                cell_pos: pos,
+                cell_seqs: seq_bits,
+                query_pos: pos,
+                query_seq: seq,
+                causal: false,
             };
-            let mut heads: Vec<&mut [f32]> = att.chunks_exact_mut(hd).collect();
-            workers.for_each_mut(&mut heads, |idx, out| {
-                let (i, head) = (idx / h.n_head, idx % h.n_head);
-                let qh = &q[i * d + head * hd..i * d + (head + 1) * hd];
-                attend(
-                    &self.kernels,
-                    &keys,
-                    &vv,
-                    false,
-                    d,
-                    head,
-                    qh,
-                    &peers[i],
-                    scale,
-                    out,
-                );
-            });
-            if let Rows::F32(k) = keys.k {
-                kk = k;
-            }
-            self.linear(workers, &layer.out, &att, n, &mut proj)?;
-            for (p, &r) in proj.iter_mut().zip(&x) {
-                *p += r;
-            }
-            norm_rows(&mut proj, &layer.attn_norm);
-            self.linear(workers, &layer.up, &proj, n, &mut ff)?;
-            gelu(&mut ff);
-            self.linear(workers, &layer.down, &ff, n, &mut x)?;
-            for (v, &r) in x.iter_mut().zip(&proj) {
-                *v += r;
-            }
-            norm_rows(&mut x, &layer.out_norm);
+            be.attention(&args, att)?;
+            Self::linear(be, &layer.out, att, n, proj)?;
+            be.add(proj, x)?;
+            be.layer_norm(proj, &layer.attn_norm.w, &layer.attn_norm.b, h.eps)?;
+            Self::linear(be, &layer.up, proj, n, ff)?;
+            be.gelu(ff)?;
+            Self::linear(be, &layer.down, ff, n, x)?;
+            be.add(x, proj)?;
+            be.layer_norm(x, &layer.out_norm.w, &layer.out_norm.b, h.eps)?;
         }
-        Ok(x)
+        out.extend_from_slice(x);
+        Ok(())
     }
 
-    /// The classifier head on `n` hidden states (the sequences' first
-    /// tokens): `n_labels` scores each. An error without a head.
-    pub(crate) fn classify(&self, workers: &Workers, cls: &[f32], n: usize) -> Result<Vec<f32>> {
-        let c = self.classifier.as_ref().ok_or_else(|| {
-            Error::InvalidArgument("the model has no classifier head (cls.weight)".into())
-        })?;
+    fn n_labels(&self) -> usize {
+        self.classifier.as_ref().map_or(0, |c| c.out.w.rows())
+    }
+
+    fn classify(
+        &self,
+        be: &mut dyn Backend,
+        cls: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        let Some(c) = self.classifier.as_ref() else {
+            return Err(Error::InvalidArgument(format!(
+                "rank pooling needs a classifier head (cls.weight, cls.output.weight): this {} model has none",
+                self.name()
+            )));
+        };
         let mut dense = vec![0.0f32; n * self.hparams.n_embd];
-        self.linear(workers, &c.dense, cls, n, &mut dense)?;
-        for v in dense.iter_mut() {
-            *v = v.tanh();
-        }
-        let mut scores = vec![0.0f32; n * c.out.w.rows];
-        self.linear(workers, &c.out, &dense, n, &mut scores)?;
-        Ok(scores)
+        Self::linear(be, &c.dense, cls, n, &mut dense)?;
+        be.tanh(&mut dense)?;
+        let start = out.len();
+        out.resize(start + n * c.out.w.rows(), 0.0);
+        Self::linear(be, &c.out, &dense, n, &mut out[start..])
+    }
+
+    fn repacked_matrices(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.q.w, &l.k.w, &l.v.w, &l.out.w, &l.up.w, &l.down.w])
+            .filter(|m| m.is_repacked())
+            .count()
     }
 }

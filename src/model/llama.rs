@@ -3,24 +3,18 @@
 //! cache, residual, RMSNorm, SwiGLU feed-forward, residual; a final RMSNorm
 //! and the output projection (the token embedding when `output.weight` is
 //! absent). Numerics follow ggml's: activations quantized for each matrix
-//! product as its kernels take them, RMS sums in f64, attention as in
-//! `attention.rs`. A forward pass takes a micro-batch of tokens at once.
+//! product as its kernels take them, RMS sums in f64, attention in the
+//! cache's types. A forward pass takes a micro-batch of tokens at once.
 
+use std::any::Any;
 use std::sync::Arc;
 
-use super::attention::attend;
-use super::matmul::{matmul, MatRef, Weight};
-use super::ops::{rms_norm, Rope, RopeKind};
-pub use super::weights::Progress;
-use super::weights::{tensor, vector, weight, LoadSteps, Tensor};
-use crate::backend::cpu::repack::RepackedQ4_0;
-use crate::backend::cpu::Kernels;
-use crate::context::kv_cache::{KvCache, Rows, SeqId};
+use super::weights::{matrix, shaped, table, tensor, vector, LoadSteps, Progress};
+use super::{state_of, Architecture, MicroBatch};
+use crate::backend::{Backend, Device, Matrix, Op, Rope, RopeKind};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::parallel::Workers;
-use crate::tensor::blocks::{as_blocks, BlockQ4_0};
-use crate::tensor::DType;
+use crate::kv::{KvCache, KvLayout};
 
 /// Hyperparameters from `llama.*` metadata.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,13 +31,6 @@ pub struct HParams {
     pub rope: Rope,
 }
 
-/// A weight matrix: in the memory-mapped file, or copied into a repacked
-/// layout at load (Q4_0 with a variant that accelerates one).
-enum Matrix {
-    Mapped(Tensor),
-    Repacked(RepackedQ4_0),
-}
-
 struct Layer {
     attn_norm: Vec<f32>,
     wq: Matrix,
@@ -57,336 +44,318 @@ struct Layer {
 }
 
 /// A loaded llama-family model.
-pub struct LlamaModel {
-    file: Arc<GgufFile>,
+pub struct Llama {
     pub hparams: HParams,
-    kernels: Kernels,
-    token_embd: Tensor,
+    token_embd: Matrix,
     output_norm: Vec<f32>,
-    output: Matrix,
+    /// `None`: tied to the token embedding.
+    output: Option<Matrix>,
     layers: Vec<Layer>,
-    repacked: usize,
 }
 
-impl LlamaModel {
-    /// Binds the weights of `file` by name for the kernels `kernels`. Q4_0
-    /// matrices are repacked when the variant has a layout for them; the rest
-    /// stay in the file's memory. `progress` hears the fraction of weight
-    /// bytes done and stops the load (an error) by returning false.
-    pub fn load(
-        file: Arc<GgufFile>,
-        kernels: Kernels,
-        progress: Option<Progress>,
-    ) -> Result<LlamaModel> {
-        let md = file.metadata();
-        let arch = md.get_str("general.architecture")?;
-        if arch != "llama" {
-            return Err(Error::InvalidArgument(format!(
-                "unsupported model architecture '{arch}' (supported: llama)"
-            )));
-        }
-        let u = |k: &str| md.get_u32(&format!("llama.{k}")).map(|v| v as usize);
-        let n_embd = u("embedding_length")?;
-        let n_head = u("attention.head_count")?;
-        let n_head_kv = u("attention.head_count_kv").unwrap_or(n_head);
-        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_embd % n_head != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "inconsistent attention shape: {n_embd} embedding, {n_head} heads, {n_head_kv} KV heads"
-            )));
-        }
-        let head_dim = n_embd / n_head;
-        let rope_dim = u("rope.dimension_count").unwrap_or(head_dim);
-        if rope_dim == 0 || rope_dim > head_dim || rope_dim % 2 != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "rope dimension {rope_dim} does not fit heads of {head_dim}"
-            )));
-        }
-        let freq_scale = match md.get_str("llama.rope.scaling.type") {
-            Ok("linear") => 1.0 / md.get_f32("llama.rope.scaling.factor").unwrap_or(1.0),
-            Ok("none") | Err(_) => 1.0,
-            Ok(other) => {
-                return Err(Error::InvalidArgument(format!(
-                    "unsupported rope scaling type '{other}'"
-                )))
-            }
-        };
-        let token_embd = tensor(&file, "token_embd.weight")?;
-        let freq_factors = match tensor(&file, "rope_freqs.weight") {
-            Ok(t) => Some(vector(&file, &t, rope_dim / 2)?),
-            Err(Error::MissingTensor { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        let hparams = HParams {
-            n_layer: u("block_count")?,
-            n_embd,
-            n_head,
-            n_head_kv,
-            n_ff: u("feed_forward_length")?,
-            n_vocab: token_embd.rows,
-            head_dim,
-            rms_eps: md.get_f32("llama.attention.layer_norm_rms_epsilon")?,
-            n_ctx_train: u("context_length")?,
-            rope: Rope {
-                kind: RopeKind::Normal,
-                head_dim,
-                dim: rope_dim,
-                base: md.get_f32("llama.rope.freq_base").unwrap_or(10000.0),
-                freq_scale,
-                freq_factors,
-            },
-        };
-        let kv_w = n_head_kv * head_dim;
-        let h = &hparams;
-        let shapes = |n: &str| -> (usize, usize) {
-            match n {
-                "attn_q" | "attn_output" => (n_embd, n_embd),
-                "attn_k" | "attn_v" => (kv_w, n_embd),
-                "ffn_gate" | "ffn_up" => (h.n_ff, n_embd),
-                _ => (n_embd, h.n_ff),
-            }
-        };
-        if token_embd.cols != n_embd {
-            return Err(Error::InvalidArgument(format!(
-                "token_embd.weight rows have {} values, the model's embedding is {n_embd}",
-                token_embd.cols
-            )));
-        }
+/// Scratch of one context's forward passes (llama2.c's `RunState`).
+struct State {
+    max_tokens: usize,
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    last: Vec<f32>,
+}
 
-        let mut steps = LoadSteps::new(&file, progress)?;
-        let bind = |t: Tensor, shape: (usize, usize)| -> Result<Matrix> {
-            if (t.rows, t.cols) != shape {
+fn hparams(file: &GgufFile, n_vocab: usize) -> Result<HParams> {
+    let md = file.metadata();
+    let u = |k: &str| md.get_u32(&format!("llama.{k}")).map(|v| v as usize);
+    let n_embd = u("embedding_length")?;
+    let n_head = u("attention.head_count")?;
+    let n_head_kv = u("attention.head_count_kv").unwrap_or(n_head);
+    if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_embd % n_head != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "inconsistent attention shape: {n_embd} embedding, {n_head} heads, {n_head_kv} KV heads"
+        )));
+    }
+    let head_dim = n_embd / n_head;
+    let rope_dim = u("rope.dimension_count").unwrap_or(head_dim);
+    if rope_dim == 0 || rope_dim > head_dim || rope_dim % 2 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "rope dimension {rope_dim} does not fit heads of {head_dim}"
+        )));
+    }
+    let freq_scale = match md.get_str("llama.rope.scaling.type") {
+        Ok("linear") => 1.0 / md.get_f32("llama.rope.scaling.factor").unwrap_or(1.0),
+        Ok("none") | Err(_) => 1.0,
+        Ok(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "unsupported rope scaling type '{other}'"
+            )))
+        }
+    };
+    let freq_factors = match tensor(file, "rope_freqs.weight") {
+        Ok(t) => Some(vector(file, &t, rope_dim / 2)?),
+        Err(Error::MissingTensor { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let n_layer = u("block_count")?;
+    if n_layer == 0 {
+        return Err(Error::InvalidArgument(
+            "llama.block_count is 0: the model has no layers".into(),
+        ));
+    }
+    let rms_eps = md.get_f32("llama.attention.layer_norm_rms_epsilon")?;
+    if !(rms_eps.is_finite() && rms_eps > 0.0) {
+        return Err(Error::InvalidArgument(format!(
+            "llama.attention.layer_norm_rms_epsilon is {rms_eps}: it must be a positive number"
+        )));
+    }
+    let base = md.get_f32("llama.rope.freq_base").unwrap_or(10000.0);
+    if !(base.is_finite() && base > 0.0 && freq_scale.is_finite() && freq_scale > 0.0) {
+        return Err(Error::InvalidArgument(format!(
+            "rope base {base} and scale {freq_scale} must be positive numbers"
+        )));
+    }
+    Ok(HParams {
+        n_layer,
+        n_embd,
+        n_head,
+        n_head_kv,
+        n_ff: u("feed_forward_length")?,
+        n_vocab,
+        head_dim,
+        rms_eps,
+        n_ctx_train: u("context_length")?,
+        rope: Rope {
+            kind: RopeKind::Normal,
+            head_dim,
+            dim: rope_dim,
+            base,
+            freq_scale,
+            freq_factors,
+        },
+    })
+}
+
+/// Binds the weights of `file` by name on `device`; `progress` hears the
+/// fraction of weight bytes done and stops the load (an error) by
+/// returning false.
+pub(crate) fn load(
+    file: &Arc<GgufFile>,
+    device: &dyn Device,
+    progress: Option<Progress>,
+) -> Result<Box<dyn Architecture>> {
+    let embd = tensor(file, "token_embd.weight")?;
+    let h = hparams(file, embd.rows)?;
+    let (d, kv_w) = (h.n_embd, h.n_head_kv * h.head_dim);
+    let embd = shaped(embd, h.n_vocab, d)?;
+    let mut steps = LoadSteps::new(file, progress)?;
+    let bind = |name: &str, rows: usize, cols: usize| -> Result<Matrix> {
+        matrix(device, file, &shaped(tensor(file, name)?, rows, cols)?)
+    };
+    let mut layers = Vec::new();
+    for i in 0..h.n_layer {
+        let name = |n: &str| format!("blk.{i}.{n}.weight");
+        let layer = Layer {
+            attn_norm: vector(file, &tensor(file, &name("attn_norm"))?, d)?,
+            wq: bind(&name("attn_q"), d, d)?,
+            wk: bind(&name("attn_k"), kv_w, d)?,
+            wv: bind(&name("attn_v"), kv_w, d)?,
+            wo: bind(&name("attn_output"), d, d)?,
+            ffn_norm: vector(file, &tensor(file, &name("ffn_norm"))?, d)?,
+            gate: bind(&name("ffn_gate"), h.n_ff, d)?,
+            up: bind(&name("ffn_up"), h.n_ff, d)?,
+            down: bind(&name("ffn_down"), d, h.n_ff)?,
+        };
+        let bytes: usize = [
+            &layer.wq,
+            &layer.wk,
+            &layer.wv,
+            &layer.wo,
+            &layer.gate,
+            &layer.up,
+            &layer.down,
+        ]
+        .iter()
+        .map(|m| m.size_bytes())
+        .sum::<usize>()
+            + 2 * d * 4;
+        layers.push(layer);
+        steps.step(bytes)?;
+    }
+    let output = match tensor(file, "output.weight") {
+        Ok(t) => Some(matrix(device, file, &shaped(t, h.n_vocab, d)?)?),
+        Err(Error::MissingTensor { .. }) => {
+            // Tied output: the token embedding, read in place (llama.cpp
+            // does not repack the input embedding either).
+            if !device.supports_op(Op::MulMat(embd.dtype)) {
                 return Err(Error::InvalidArgument(format!(
-                    "tensor '{}' is {}x{}, expected {}x{}",
-                    t.name, t.rows, t.cols, shape.0, shape.1
+                    "tensor 'token_embd.weight' is {} and serves as the output: the device has no matrix product for it",
+                    embd.dtype
                 )));
             }
-            match kernels.repack {
-                Some(layout) if t.dtype == DType::Q4_0 && t.rows % layout.rows() == 0 => {
-                    let blocks = as_blocks::<BlockQ4_0>(&file.bytes()[t.range.clone()])?;
-                    Ok(Matrix::Repacked(RepackedQ4_0::new(
-                        blocks, t.rows, t.cols, layout,
-                    )?))
-                }
-                _ => Ok(Matrix::Mapped(t)),
-            }
-        };
-        let mut layers = Vec::with_capacity(h.n_layer);
-        for i in 0..h.n_layer {
-            let t = |n: &str| tensor(&file, &format!("blk.{i}.{n}.weight"));
-            let m = |n: &str| bind(t(n)?, shapes(n));
-            let layer = Layer {
-                attn_norm: vector(&file, &t("attn_norm")?, n_embd)?,
-                wq: m("attn_q")?,
-                wk: m("attn_k")?,
-                wv: m("attn_v")?,
-                wo: m("attn_output")?,
-                ffn_norm: vector(&file, &t("ffn_norm")?, n_embd)?,
-                gate: m("ffn_gate")?,
-                up: m("ffn_up")?,
-                down: m("ffn_down")?,
-            };
-            let bytes: usize = [
-                "attn_norm",
-                "attn_q",
-                "attn_k",
-                "attn_v",
-                "attn_output",
-                "ffn_norm",
-                "ffn_gate",
-                "ffn_up",
-                "ffn_down",
-            ]
-            .iter()
-            .filter_map(|n| t(n).ok())
-            .map(|t| t.range.len())
-            .sum();
-            layers.push(layer);
-            steps.step(bytes)?;
+            None
         }
-        let output = match tensor(&file, "output.weight") {
-            Ok(t) => bind(t, (h.n_vocab, n_embd))?,
-            // Tied output: the token embedding, read in place (llama.cpp does
-            // not repack the input embedding either).
-            Err(Error::MissingTensor { .. }) => Matrix::Mapped(token_embd.clone()),
-            Err(e) => return Err(e),
-        };
-        let output_norm = vector(&file, &tensor(&file, "output_norm.weight")?, n_embd)?;
-        steps.finish()?;
-        let repacked = layers
-            .iter()
-            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
-            .chain([&output])
-            .filter(|m| matches!(m, Matrix::Repacked(_)))
-            .count();
-        Ok(LlamaModel {
-            output_norm,
-            token_embd,
-            output,
-            layers,
-            hparams,
-            kernels,
-            repacked,
-            file,
+        Err(e) => return Err(e),
+    };
+    let output_norm = vector(file, &tensor(file, "output_norm.weight")?, d)?;
+    let token_embd = table(device, file, &embd)?;
+    steps.finish()?;
+    Ok(Box::new(Llama {
+        hparams: h,
+        token_embd,
+        output_norm,
+        output,
+        layers,
+    }))
+}
+
+impl Architecture for Llama {
+    fn name(&self) -> &'static str {
+        "llama"
+    }
+
+    fn n_embd(&self) -> usize {
+        self.hparams.n_embd
+    }
+
+    fn n_layer(&self) -> usize {
+        self.hparams.n_layer
+    }
+
+    fn n_vocab(&self) -> usize {
+        self.hparams.n_vocab
+    }
+
+    fn n_ctx_train(&self) -> usize {
+        self.hparams.n_ctx_train
+    }
+
+    fn kv_layout(&self) -> Option<KvLayout> {
+        let h = &self.hparams;
+        Some(KvLayout {
+            n_layer: h.n_layer,
+            width: h.n_head_kv * h.head_dim,
+            head_dim: h.head_dim,
         })
     }
 
-    pub fn kernels(&self) -> &Kernels {
-        &self.kernels
+    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>> {
+        let h = &self.hparams;
+        let n = max_tokens;
+        let buf = |width: usize| -> Result<Vec<f32>> {
+            let len = n.checked_mul(width).ok_or_else(|| {
+                Error::InvalidArgument(format!("{n} tokens of {width} values are too many"))
+            })?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).map_err(|_| {
+                Error::InvalidArgument(format!("cannot allocate {len} values of scratch"))
+            })?;
+            v.resize(len, 0.0);
+            Ok(v)
+        };
+        let kv_w = h.n_head_kv * h.head_dim;
+        Ok(Box::new(State {
+            max_tokens,
+            x: buf(h.n_embd)?,
+            xn: buf(h.n_embd)?,
+            q: buf(h.n_embd)?,
+            k: buf(kv_w)?,
+            v: buf(kv_w)?,
+            att: buf(h.n_embd)?,
+            proj: buf(h.n_embd)?,
+            gate: buf(h.n_ff)?,
+            up: buf(h.n_ff)?,
+            last: buf(h.n_embd)?,
+        }))
     }
 
-    /// How many weight matrices were repacked at load.
-    pub fn repacked_matrices(&self) -> usize {
-        self.repacked
-    }
-
-    pub fn file(&self) -> &Arc<GgufFile> {
-        &self.file
-    }
-
-    fn weight(&self, t: &Tensor) -> Weight<'_> {
-        weight(&self.file, t)
-    }
-
-    fn mat<'a>(&'a self, m: &'a Matrix) -> MatRef<'a> {
-        match m {
-            Matrix::Mapped(t) => MatRef::Mapped(self.weight(t)),
-            Matrix::Repacked(r) => MatRef::Repacked(r),
-        }
-    }
-}
-
-/// The tokens of one forward pass, already placed in KV cells.
-pub(crate) struct MicroBatch<'a> {
-    pub tokens: &'a [u32],
-    pub pos: &'a [i32],
-    /// The sequence whose cells each token attends to (its first).
-    pub seq: &'a [SeqId],
-    pub cells: &'a [usize],
-    /// Indices (into this micro-batch) of the tokens whose logits are wanted.
-    pub outputs: &'a [usize],
-    /// Return the output tokens' hidden states (after the final norm)
-    /// instead of their logits: embeddings.
-    pub hidden: bool,
-}
-
-impl LlamaModel {
-    /// Runs a micro-batch: stores its keys and values in its cells, and
-    /// returns the logits of its output tokens, one row of `n_vocab` each.
-    pub(crate) fn forward(
+    fn decode(
         &self,
-        workers: &Workers,
+        be: &mut dyn Backend,
         kv: &mut KvCache,
         ub: &MicroBatch,
-    ) -> Result<Vec<f32>> {
+        state: &mut dyn Any,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         let h = &self.hparams;
-        let k = &self.kernels;
+        let s: &mut State = state_of(state, self.name())?;
         let n = ub.tokens.len();
-        let (d, hd) = (h.n_embd, h.head_dim);
-        let kv_w = h.n_head_kv * hd;
-        let group = h.n_head / h.n_head_kv;
-        if let Some(&t) = ub.tokens.iter().find(|&&t| t as usize >= h.n_vocab) {
+        if n > s.max_tokens {
             return Err(Error::InvalidArgument(format!(
-                "token {t} is outside the vocabulary of {}",
-                h.n_vocab
+                "a micro-batch of {n} tokens, more than the {} this context was made for",
+                s.max_tokens
             )));
         }
-        let mut x = vec![0.0f32; n * d];
-        let embd = self.weight(&self.token_embd);
-        for (row, &t) in x.chunks_exact_mut(d).zip(ub.tokens) {
-            embd.row_f32(t as usize, row)?;
-        }
-        let visible: Vec<Vec<usize>> = (0..n)
-            .map(|i| {
-                let mut v = Vec::new();
-                kv.visible(ub.seq[i], ub.pos[i], &mut v);
-                v
-            })
-            .collect();
-        let mut xn = vec![0.0f32; n * d];
-        let mut q = vec![0.0f32; n * d];
-        let mut kk = vec![0.0f32; n * kv_w];
-        let mut vv = vec![0.0f32; n * kv_w];
-        let mut att = vec![0.0f32; n * d];
-        let mut proj = vec![0.0f32; n * d];
-        let mut gate = vec![0.0f32; n * h.n_ff];
-        let mut up = vec![0.0f32; n * h.n_ff];
-        let scale = 1.0 / (hd as f32).sqrt();
-        let mut v_f32 = Vec::new();
-        let norm_rows = |x: &[f32], w: &[f32], out: &mut [f32]| {
-            for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-                rms_norm(xr, w, h.rms_eps, or);
-            }
-        };
+        let (d, kv_w, ff) = (h.n_embd, h.n_head_kv * h.head_dim, h.n_ff);
+        let x = &mut s.x[..n * d];
+        let xn = &mut s.xn[..n * d];
+        let q = &mut s.q[..n * d];
+        let k = &mut s.k[..n * kv_w];
+        let v = &mut s.v[..n * kv_w];
+        let att = &mut s.att[..n * d];
+        let proj = &mut s.proj[..n * d];
+        let gate = &mut s.gate[..n * ff];
+        let up = &mut s.up[..n * ff];
+        let scale = 1.0 / (h.head_dim as f32).sqrt();
+
+        be.get_rows(&self.token_embd, ub.tokens, x)?;
         for (l, layer) in self.layers.iter().enumerate() {
-            norm_rows(&x, &layer.attn_norm, &mut xn);
-            matmul(k, workers, self.mat(&layer.wq), &xn, n, &mut q)?;
-            matmul(k, workers, self.mat(&layer.wk), &xn, n, &mut kk)?;
-            matmul(k, workers, self.mat(&layer.wv), &xn, n, &mut vv)?;
-            for i in 0..n {
-                h.rope.apply(&mut q[i * d..(i + 1) * d], ub.pos[i]);
-                h.rope.apply(&mut kk[i * kv_w..(i + 1) * kv_w], ub.pos[i]);
-            }
-            let cache = &mut kv.layers[l];
-            for i in 0..n {
-                cache.k.store(k, ub.cells[i], &kk[i * kv_w..(i + 1) * kv_w]);
-                cache.v.store(k, ub.cells[i], &vv[i * kv_w..(i + 1) * kv_w]);
-            }
-            kv.v_f32(l, kv.used_end(), &mut v_f32);
-            let cache = &kv.layers[l];
-            let round = matches!(cache.v, Rows::F16(_));
-            let mut heads: Vec<&mut [f32]> = att.chunks_exact_mut(hd).collect();
-            workers.for_each_mut(&mut heads, |idx, out| {
-                let (i, head) = (idx / h.n_head, idx % h.n_head);
-                let qh = &q[i * d + head * hd..i * d + (head + 1) * hd];
-                let v = &v_f32;
-                attend(
-                    k,
-                    cache,
-                    v,
-                    round,
-                    kv_w,
-                    head / group,
-                    qh,
-                    &visible[i],
-                    scale,
-                    out,
-                );
-            });
-            matmul(k, workers, self.mat(&layer.wo), &att, n, &mut proj)?;
-            for (a, b) in x.iter_mut().zip(&proj) {
-                *a += b;
-            }
-            norm_rows(&x, &layer.ffn_norm, &mut xn);
-            matmul(k, workers, self.mat(&layer.gate), &xn, n, &mut gate)?;
-            matmul(k, workers, self.mat(&layer.up), &xn, n, &mut up)?;
-            for (g, u) in gate.iter_mut().zip(&up) {
-                *g = (*g / (1.0 + (-*g).exp())) * u;
-            }
-            matmul(k, workers, self.mat(&layer.down), &gate, n, &mut proj)?;
-            for (a, b) in x.iter_mut().zip(&proj) {
-                *a += b;
-            }
+            // Attention.
+            be.rms_norm(x, &layer.attn_norm, h.rms_eps, xn)?;
+            be.mul_mat(&layer.wq, xn, n, q)?;
+            be.mul_mat(&layer.wk, xn, n, k)?;
+            be.mul_mat(&layer.wv, xn, n, v)?;
+            be.rope(&h.rope, q, ub.pos)?;
+            be.rope(&h.rope, k, ub.pos)?;
+            kv.store(be, l, ub.cells, k, v)?;
+            kv.attend(be, l, q, h.n_head, scale, ub.pos, ub.seq, att)?;
+            be.mul_mat(&layer.wo, att, n, proj)?;
+            be.add(x, proj)?;
+            // Feed-forward (SwiGLU).
+            be.rms_norm(x, &layer.ffn_norm, h.rms_eps, xn)?;
+            be.mul_mat(&layer.gate, xn, n, gate)?;
+            be.mul_mat(&layer.up, xn, n, up)?;
+            be.silu_mul(gate, up)?;
+            be.mul_mat(&layer.down, gate, n, proj)?;
+            be.add(x, proj)?;
         }
         let n_out = ub.outputs.len();
         if n_out == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
-        let mut last = vec![0.0f32; n_out * d];
+        let last = &mut s.last[..n_out * d];
         for (dst, &i) in last.chunks_exact_mut(d).zip(ub.outputs) {
-            rms_norm(&x[i * d..(i + 1) * d], &self.output_norm, h.rms_eps, dst);
+            be.rms_norm(&x[i * d..(i + 1) * d], &self.output_norm, h.rms_eps, dst)?;
         }
         if ub.hidden {
-            return Ok(last);
+            out.extend_from_slice(last);
+            return Ok(());
         }
-        let mut logits = vec![0.0f32; n_out * h.n_vocab];
-        matmul(
-            k,
-            workers,
-            self.mat(&self.output),
-            &last,
-            n_out,
-            &mut logits,
-        )?;
-        Ok(logits)
+        let start = out.len();
+        out.resize(start + n_out * h.n_vocab, 0.0);
+        let output = self.output.as_ref().unwrap_or(&self.token_embd);
+        be.mul_mat(output, last, n_out, &mut out[start..])
+    }
+
+    fn shift_keys(
+        &self,
+        be: &mut dyn Backend,
+        _layer: usize,
+        row: &mut [f32],
+        delta: i32,
+    ) -> Result<()> {
+        be.rope(&self.hparams.rope, row, &[delta])
+    }
+
+    fn repacked_matrices(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down])
+            .chain(self.output.as_ref())
+            .filter(|m| m.is_repacked())
+            .count()
     }
 }

@@ -1,113 +1,230 @@
-//! Models: hyperparameters from metadata, weights bound by tensor name, and a
-//! forward pass per architecture family: `llama` (llama, mistral, smollm,
-//! tinyllama, ...) generates; `bert` (MiniLM, bge, cross-encoders) encodes
-//! for embeddings and reranking.
+//! Models: one file per architecture behind the `Architecture` trait, each
+//! reading its hyperparameters from its own metadata keys and binding its
+//! weights by tensor name through the device (`weights.rs`). A forward pass
+//! is a list of backend ops that reads like the architecture's equations;
+//! the model code never names a CPU, an instruction set or a target.
+//!
+//! Adding an architecture: a file with a type that implements `Architecture`
+//! and a loader, plus one line in `ARCHITECTURES`.
 
-mod attention;
 pub mod bert;
 pub mod llama;
-mod matmul;
-pub mod ops;
 mod weights;
 
-pub use bert::BertModel;
-pub use llama::LlamaModel;
 pub use weights::Progress;
 
+use std::any::Any;
 use std::sync::Arc;
 
-use crate::backend::cpu::Kernels;
+use crate::backend::{Backend, Device};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
+use crate::kv::{KvCache, KvLayout, SeqId};
 use crate::tokenizer::Vocab;
 
-/// The network of a model, by architecture.
-pub enum Net {
-    Llama(LlamaModel),
-    Bert(BertModel),
+/// The tokens of one forward pass, already placed in KV cells.
+pub struct MicroBatch<'a> {
+    pub tokens: &'a [u32],
+    pub pos: &'a [i32],
+    /// The sequence whose cells each token attends to (its first).
+    pub seq: &'a [SeqId],
+    pub cells: &'a [usize],
+    /// Indices (into this micro-batch) of the tokens whose outputs are wanted.
+    pub outputs: &'a [usize],
+    /// Return the output tokens' hidden states (after the final norm)
+    /// instead of their logits: embeddings.
+    pub hidden: bool,
 }
 
-/// A model ready to run: its vocabulary and its weights, bound for one CPU
-/// variant's kernels.
+/// What every architecture answers and runs. Optional members say what their
+/// default does.
+pub trait Architecture: Send + Sync {
+    /// `general.architecture` ("llama", "bert", ...).
+    fn name(&self) -> &'static str;
+    /// Width of the hidden states (and of embeddings).
+    fn n_embd(&self) -> usize;
+    fn n_layer(&self) -> usize;
+    /// Rows of the token embedding (and of logits).
+    fn n_vocab(&self) -> usize;
+    /// Positions the model was trained with.
+    fn n_ctx_train(&self) -> usize;
+    /// The KV cache a decoder needs; `None` for an encoder (a sequence is
+    /// encoded whole, nothing is kept).
+    fn kv_layout(&self) -> Option<KvLayout>;
+    /// Scratch space for micro-batches of up to `max_tokens` tokens
+    /// (llama2.c's `RunState`): allocated once per context.
+    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>>;
+    /// Runs a micro-batch through the decoder: stores its keys and values in
+    /// its cells and appends to `out` one row per output token (logits, or
+    /// hidden states with `ub.hidden`). (optional) Default: an error, for
+    /// encoders.
+    fn decode(
+        &self,
+        _be: &mut dyn Backend,
+        _kv: &mut KvCache,
+        _ub: &MicroBatch,
+        _state: &mut dyn Any,
+        _out: &mut Vec<f32>,
+    ) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "a {} model cannot generate text (it is an encoder): use it for embeddings or reranking",
+            self.name()
+        )))
+    }
+    /// The last layer's hidden states (`n_embd` per token) of a batch of
+    /// whole sequences, appended to `out`: token `i` sits at `pos[i]` of
+    /// `seq[i]` and attends to every token of its sequence. (optional)
+    /// Default: an error, for decoders (they embed through `decode`).
+    fn encode(
+        &self,
+        _be: &mut dyn Backend,
+        _tokens: &[u32],
+        _pos: &[i32],
+        _seq: &[SeqId],
+        _state: &mut dyn Any,
+        _out: &mut Vec<f32>,
+    ) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "a {} model is not an encoder",
+            self.name()
+        )))
+    }
+    /// Outputs of the classifier head rank pooling uses (0: none). (optional)
+    fn n_labels(&self) -> usize {
+        0
+    }
+    /// The classifier head on `n` hidden states: `n_labels` scores each,
+    /// appended to `out`. (optional) Default: an error.
+    fn classify(
+        &self,
+        _be: &mut dyn Backend,
+        _cls: &[f32],
+        _n: usize,
+        _out: &mut Vec<f32>,
+    ) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "rank pooling needs a classifier head (cls.weight, cls.output.weight): this {} model has none",
+            self.name()
+        )))
+    }
+    /// Re-rotates a cached key row of layer `layer` by `delta` positions
+    /// (the context shift). (optional) Default: an error.
+    fn shift_keys(
+        &self,
+        _be: &mut dyn Backend,
+        _layer: usize,
+        _row: &mut [f32],
+        _delta: i32,
+    ) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "a {} model cannot shift its cache",
+            self.name()
+        )))
+    }
+    /// Weight matrices the device keeps in a layout of its own. (optional)
+    fn repacked_matrices(&self) -> usize {
+        0
+    }
+}
+
+/// Loads an architecture from a file, binding its weights on a device.
+type LoadFn = fn(&Arc<GgufFile>, &dyn Device, Option<Progress>) -> Result<Box<dyn Architecture>>;
+
+/// The architectures lamina runs, by `general.architecture`.
+const ARCHITECTURES: &[(&str, LoadFn)] = &[("llama", llama::load), ("bert", bert::load)];
+
+/// A model ready to run: its vocabulary and its weights, bound on a device.
 pub struct Model {
     pub vocab: Vocab,
-    pub net: Net,
+    arch: Box<dyn Architecture>,
+    file: Arc<GgufFile>,
+    device: Arc<dyn Device>,
 }
 
 impl Model {
-    /// Loads a model of a supported architecture; `progress` hears 0..1 and
-    /// cancels the load by returning false.
+    /// Loads a model of a supported architecture with its weights bound on
+    /// `device`; `progress` hears 0..1 and cancels the load by returning
+    /// false. A tensor whose type the device cannot compute with is refused
+    /// here, naming it.
     pub fn load(
         file: Arc<GgufFile>,
-        kernels: Kernels,
+        device: Arc<dyn Device>,
         progress: Option<Progress>,
     ) -> Result<Model> {
         let vocab = Vocab::from_metadata(file.metadata())?;
-        let arch = file.metadata().get_str("general.architecture")?;
-        let net = match arch {
-            "llama" => Net::Llama(LlamaModel::load(file, kernels, progress)?),
-            "bert" => Net::Bert(BertModel::load(file, kernels, progress)?),
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "unsupported model architecture '{other}' (supported: llama, bert)"
-                )))
-            }
+        let name = file.metadata().get_str("general.architecture")?;
+        let Some((_, load)) = ARCHITECTURES.iter().find(|(n, _)| *n == name) else {
+            let known: Vec<&str> = ARCHITECTURES.iter().map(|(n, _)| *n).collect();
+            return Err(Error::InvalidArgument(format!(
+                "unsupported model architecture '{name}' (supported: {})",
+                known.join(", ")
+            )));
         };
-        Ok(Model { vocab, net })
+        let arch = load(&file, device.as_ref(), progress)?;
+        if arch.n_vocab() < vocab.len() {
+            return Err(Error::InvalidArgument(format!(
+                "the vocabulary has {} tokens but the token embedding only {} rows",
+                vocab.len(),
+                arch.n_vocab()
+            )));
+        }
+        Ok(Model {
+            vocab,
+            arch,
+            file,
+            device,
+        })
+    }
+
+    pub fn arch(&self) -> &dyn Architecture {
+        self.arch.as_ref()
     }
 
     /// The architecture's name (`general.architecture`).
-    pub fn arch(&self) -> &'static str {
-        match self.net {
-            Net::Llama(_) => "llama",
-            Net::Bert(_) => "bert",
-        }
-    }
-
-    /// The generating network; an error for an encoder.
-    pub fn llama(&self) -> Result<&LlamaModel> {
-        match &self.net {
-            Net::Llama(l) => Ok(l),
-            Net::Bert(_) => Err(Error::InvalidArgument(
-                "a bert model cannot generate text (it is an encoder): use it for embeddings or reranking".into(),
-            )),
-        }
+    pub fn arch_name(&self) -> &'static str {
+        self.arch.name()
     }
 
     pub fn file(&self) -> &Arc<GgufFile> {
-        match &self.net {
-            Net::Llama(l) => l.file(),
-            Net::Bert(b) => b.file(),
-        }
+        &self.file
     }
 
-    pub fn kernels(&self) -> &Kernels {
-        match &self.net {
-            Net::Llama(l) => l.kernels(),
-            Net::Bert(b) => b.kernels(),
-        }
+    /// The device the weights are bound on.
+    pub fn device(&self) -> &Arc<dyn Device> {
+        &self.device
+    }
+
+    /// Whether the model generates (a decoder with a KV cache).
+    pub fn can_generate(&self) -> bool {
+        self.arch.kv_layout().is_some()
     }
 
     /// Width of the hidden states (and of embeddings).
     pub fn n_embd(&self) -> usize {
-        match &self.net {
-            Net::Llama(l) => l.hparams.n_embd,
-            Net::Bert(b) => b.hparams.n_embd,
-        }
+        self.arch.n_embd()
     }
 
     pub fn n_layer(&self) -> usize {
-        match &self.net {
-            Net::Llama(l) => l.hparams.n_layer,
-            Net::Bert(b) => b.hparams.n_layer,
-        }
+        self.arch.n_layer()
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.arch.n_vocab()
     }
 
     /// Positions the model was trained with.
     pub fn n_ctx_train(&self) -> usize {
-        match &self.net {
-            Net::Llama(l) => l.hparams.n_ctx_train,
-            Net::Bert(b) => b.hparams.n_ctx_train,
+        self.arch.n_ctx_train()
+    }
+
+    /// An error unless every token is inside the vocabulary.
+    pub fn check_tokens(&self, tokens: &[u32]) -> Result<()> {
+        let n_vocab = self.n_vocab();
+        match tokens.iter().find(|&&t| t as usize >= n_vocab) {
+            Some(&t) => Err(Error::InvalidArgument(format!(
+                "token {t} is outside the vocabulary of {n_vocab}"
+            ))),
+            None => Ok(()),
         }
     }
 
@@ -115,39 +232,16 @@ impl Model {
     pub fn pooling_type(&self) -> Option<u32> {
         self.file()
             .metadata()
-            .get_u32(&format!("{}.pooling_type", self.arch()))
+            .get_u32(&format!("{}.pooling_type", self.arch_name()))
             .ok()
     }
+}
 
-    /// The model's chat template (ChatML when it has none, as llama.cpp),
-    /// with its BOS and EOS token texts.
-    pub fn chat_template(&self) -> Result<crate::chat::ChatTemplate> {
-        let text = |id: Option<u32>| {
-            id.and_then(|t| self.vocab.token_text(t))
-                .unwrap_or("")
-                .to_string()
-        };
-        crate::chat::ChatTemplate::from_metadata(
-            self.file().metadata(),
-            &text(self.vocab.bos),
-            &text(self.vocab.eos),
-        )
-    }
-
-    /// "llama 30 layers, 576 embd, Q4_1" style summary (llama-bench's model type).
-    pub fn describe(&self) -> String {
-        let ftype = self
-            .file()
-            .metadata()
-            .get_u32("general.file_type")
-            .ok()
-            .and_then(crate::requantize::file_type_name)
-            .unwrap_or("?");
-        format!(
-            "{} {} layers, {} embd, {ftype}",
-            self.arch(),
-            self.n_layer(),
-            self.n_embd()
-        )
-    }
+/// The state a forward pass was given, as the architecture's own type.
+pub(crate) fn state_of<'a, T: 'static>(state: &'a mut dyn Any, arch: &str) -> Result<&'a mut T> {
+    state.downcast_mut::<T>().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "a forward pass of a {arch} model was given another model's state"
+        ))
+    })
 }

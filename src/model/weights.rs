@@ -1,12 +1,16 @@
-//! Binding a model's weights by name: tensors in the memory-mapped file,
-//! small vectors (norms, biases) read once as f32, and load progress.
+//! Binding a model's weights by name: matrices bound on the device (read in
+//! place from the file or repacked by it), small vectors (norms, biases) read
+//! once as f32, and load progress.
 
 use std::ops::Range;
+use std::sync::Arc;
 
+use crate::backend::{Device, Matrix, WeightSource};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::tensor::DType;
 
+/// A tensor of the file: its type, its shape as rows x columns, its bytes.
 #[derive(Clone, Debug)]
 pub(crate) struct Tensor {
     pub name: String,
@@ -31,6 +35,45 @@ pub(crate) fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
         cols,
         range: start..start + info.n_bytes as usize,
     })
+}
+
+/// `t`, checked to be `rows` x `cols`.
+pub(crate) fn shaped(t: Tensor, rows: usize, cols: usize) -> Result<Tensor> {
+    if (t.rows, t.cols) != (rows, cols) {
+        return Err(Error::InvalidArgument(format!(
+            "tensor '{}' is {}x{}, expected {rows}x{cols}",
+            t.name, t.rows, t.cols
+        )));
+    }
+    if rows == 0 || cols == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "tensor '{}' is empty",
+            t.name
+        )));
+    }
+    Ok(t)
+}
+
+fn source<'a>(file: &'a Arc<GgufFile>, t: &'a Tensor) -> WeightSource<'a> {
+    WeightSource {
+        name: &t.name,
+        dtype: t.dtype,
+        rows: t.rows,
+        cols: t.cols,
+        file,
+        range: t.range.clone(),
+    }
+}
+
+/// A weight matrix bound on `device` for products.
+pub(crate) fn matrix(device: &dyn Device, file: &Arc<GgufFile>, t: &Tensor) -> Result<Matrix> {
+    device.bind_matrix(source(file, t))
+}
+
+/// A table of rows read by `get_rows` (and by products, as a tied output),
+/// kept as in the file.
+pub(crate) fn table(device: &dyn Device, file: &Arc<GgufFile>, t: &Tensor) -> Result<Matrix> {
+    device.bind_table(source(file, t))
 }
 
 /// A small tensor (a norm's weights) as f32, read once at load.
@@ -91,15 +134,5 @@ impl<'a> LoadSteps<'a> {
     /// The rest of the file: the load is complete.
     pub fn finish(&mut self) -> Result<()> {
         self.step(self.total)
-    }
-}
-
-/// `t`'s bytes in `file`, for the matrix kernels.
-pub(crate) fn weight<'a>(file: &'a GgufFile, t: &Tensor) -> super::matmul::Weight<'a> {
-    super::matmul::Weight {
-        dtype: t.dtype,
-        rows: t.rows,
-        cols: t.cols,
-        data: &file.bytes()[t.range.clone()],
     }
 }

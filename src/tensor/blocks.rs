@@ -89,7 +89,10 @@ pub fn as_blocks<B: Block>(bytes: &[u8]) -> Result<&[B]> {
 /// Mutable `as_blocks`.
 pub fn as_blocks_mut<B: Block>(bytes: &mut [u8]) -> Result<&mut [B]> {
     check_view::<B>(bytes.as_ptr(), bytes.len())?;
-    // SAFETY: as in `as_blocks`; the borrow is exclusive.
+    // SAFETY: B is plain old data (Block's contract: any byte pattern is a
+    // valid B, so writes through the view keep the bytes valid too); length
+    // and alignment were checked above; the exclusive borrow of `bytes` is
+    // moved into the result.
     Ok(unsafe {
         std::slice::from_raw_parts_mut(bytes.as_mut_ptr().cast(), bytes.len() / size_of::<B>())
     })
@@ -158,7 +161,8 @@ mod tests {
     #[test]
     fn views_check_length_and_alignment() {
         let storage = [0u16; 40];
-        // SAFETY (test): viewing initialised u16s as bytes.
+        // SAFETY: 40 initialised u16s are 80 initialised bytes, u8 needs no
+        // alignment, and the view borrows `storage`.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(storage.as_ptr().cast(), 80) };
         assert_eq!(as_blocks::<BlockQ4_0>(&bytes[..36]).unwrap().len(), 2);
         assert!(as_blocks::<BlockQ4_0>(&bytes[..35]).is_err());

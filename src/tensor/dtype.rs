@@ -67,7 +67,7 @@ impl DType {
     pub fn of_tensor(ggml_type: GgmlType, tensor: &str) -> Result<DType> {
         DType::try_from(ggml_type).map_err(|_| Error::UnsupportedTensorType {
             tensor: tensor.to_string(),
-            ggml_type,
+            ggml_type: ggml_type.name(),
         })
     }
 

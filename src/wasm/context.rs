@@ -158,7 +158,7 @@ impl JsLlamaContext {
     fn load(file: GgufFile, params_json: &str) -> Result<JsLlamaContext, JsError> {
         let p: LoadParams = parse("model parameters", params_json)?;
         let device = CpuDevice::new(p.cpu_variant.as_deref()).map_err(js_error)?;
-        let model = Model::load(Arc::new(file), *device.kernels(), None).map_err(js_error)?;
+        let model = Model::load(Arc::new(file), device.shared(), None).map_err(js_error)?;
         let d = ContextParams::default();
         let kv = |t: &Option<String>| t.as_deref().map_or(Ok(KvType::F16), KvType::from_name);
         let params = ContextParams {
@@ -242,7 +242,7 @@ impl JsLlamaContext {
         self.ctx.abort_handle().reset();
         let mut v = serde_json::to_value(run.finish()).map_err(|e| JsError::new(&e.to_string()))?;
         v["content"] = v["text"].clone();
-        v["cpu_variant"] = self.ctx.model().kernels().variant.to_string().into();
+        v["cpu_variant"] = self.ctx.cpu_variant().into();
         json_to_js(&v)
     }
 
@@ -359,10 +359,10 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = contextInfo)]
     pub fn context_info(&self) -> Result<JsValue, JsError> {
         json_to_js(&serde_json::json!({
-            "arch": self.ctx.model().arch(),
+            "arch": self.ctx.model().arch_name(),
             "pooling": self.ctx.pooling().name(),
             "n_embd": self.ctx.model().n_embd(),
-            "cpu_variant": self.ctx.model().kernels().variant.to_string(),
+            "cpu_variant": self.ctx.cpu_variant(),
             "n_threads": self.ctx.n_threads(),
             "n_ctx": self.ctx.n_ctx(),
         }))

@@ -9,7 +9,16 @@ use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
 
-pub fn kernels(base: Kernels) -> Kernels {
+/// The AVX2 table over `base`. Panics unless this CPU has avx2, fma and f16c:
+/// every kernel below relies on it (see the module's safety note), so this is
+/// checked here, once per table, and not only by the caller.
+pub(super) fn kernels(base: Kernels) -> Kernels {
+    assert!(
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c"),
+        "the avx2 kernel table needs avx2, fma and f16c, which this CPU lacks"
+    );
     Kernels {
         quantize_q8_0,
         quantize_q8_1,
@@ -29,32 +38,59 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q6_k_q8_k,
         gemv_q4_0_x8i8,
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
+        axpy_f16,
+        axpy_f32,
         ..base
     }
 }
 
-// The wrappers: SAFETY for each is that the table holding it exists only when
-// avx2, fma and f16c were detected.
+// Safety. Every `unsafe fn` in this module is unsafe for one reason, besides
+// any pointer contract its own doc states: it uses AVX2, FMA and F16C
+// instructions (`#[target_feature]`, or inlined only into such functions),
+// so it may run only on a CPU that has them. The safe wrappers below are
+// private and reachable only through the table `kernels` builds, which it
+// builds only after detecting the three features; so each wrapper's call
+// meets that contract. Each wrapper also checks its slices' lengths (the
+// `check_*` functions of `scalar.rs` and `repack.rs`) before the call, so no
+// kernel reads or writes out of bounds whatever it is passed.
 
 fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    super::scalar::check_quantize(x, y);
+    // SAFETY: this wrapper is only reachable through the table `kernels`
+    // builds after detecting avx2, fma and f16c; lengths checked above (the
+    // kernel reads whole chunks of 32 only).
     unsafe { quantize_q8_0_impl(x, y) }
 }
 fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
-    super::scalar::q8_1_from_q8_0(x, y, quantize_q8_0)
+    // `q8_1_from_q8_0` checks the lengths, then passes one block at a time.
+    super::scalar::q8_1_from_q8_0(x, y, |x, y| {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; one block and its 32 values (typed arrays).
+        unsafe { quantize_q8_0_impl(x, y) }
+    })
 }
 fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
-    super::scalar::q8_k_with(x, y, |x, iscale, q| unsafe {
-        round_scaled_q8_k(x, iscale, q)
+    // `q8_k_with` checks the lengths, then passes one block at a time.
+    super::scalar::q8_k_with(x, y, |x, iscale, q| {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; 256 values in, 256 out (typed arrays).
+        unsafe { round_scaled_q8_k(x, iscale, q) }
     })
 }
 fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_q4_0_q8_0_impl(x, y) }
 }
 
 /// q = min(127, round-half-even(iscale × x)) for 256 values, as ggml's
 /// `nearest_int` rounds.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
+unsafe fn round_scaled_q8_k(x: &[f32; QK_K], iscale: f32, q: &mut [i8; QK_K]) {
     let s = _mm256_set1_ps(iscale);
     let cap = _mm256_set1_epi32(127);
     for k in 0..QK_K / 32 {
@@ -77,36 +113,121 @@ unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
     }
 }
 fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_q4_1_q8_1_impl(x, y) }
 }
 fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot4_q4_1_q8_1_impl(x, y) }
 }
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_q8_0_q8_0_impl(x, y) }
 }
 fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot4_q8_0_q8_0_impl(x, y) }
 }
 fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_q5_0_q8_0_impl(x, y) }
 }
 fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_q5_1_q8_1_impl(x, y) }
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_f32_impl(x, y) }
 }
 fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { vec_dot_f16_impl(x, y) }
 }
+fn axpy_f16(p: f32, v: &[half::f16], out: &mut [f32]) {
+    super::scalar::check_axpy(v, out);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
+    unsafe { axpy_f16_impl(p, v, out) }
+}
+fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
+    super::scalar::check_axpy(v, out);
+    // SAFETY: as for `axpy_f16`.
+    unsafe { axpy_f32_impl(p, v, out) }
+}
+
+/// `out += p · v`, eight at a time: each f16 widened exactly (VCVTPH2PS),
+/// then one multiply and one add, as the scalar twin (bit-equal).
+///
+/// # Safety
+/// AVX2 and F16C (module note); `v.len() == out.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn axpy_f16_impl(p: f32, v: &[half::f16], out: &mut [f32]) {
+    let n = v.len();
+    let pv = _mm256_set1_ps(p);
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i).cast()));
+        let o = out.as_mut_ptr().add(i);
+        _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(pv, x)));
+        i += 8;
+    }
+    for (o, x) in out[i..].iter_mut().zip(&v[i..]) {
+        *o += p * x.to_f32();
+    }
+}
+
+/// `out += p · v` for f32 rows, eight at a time (multiply, then add).
+///
+/// # Safety
+/// AVX2 (module note); `v.len() == out.len()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn axpy_f32_impl(p: f32, v: &[f32], out: &mut [f32]) {
+    let n = v.len();
+    let pv = _mm256_set1_ps(p);
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = _mm256_loadu_ps(v.as_ptr().add(i));
+        let o = out.as_mut_ptr().add(i);
+        _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(pv, x)));
+        i += 8;
+    }
+    for (o, x) in out[i..].iter_mut().zip(&v[i..]) {
+        *o += p * x;
+    }
+}
 fn tile_f16(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    super::scalar::check_tile(&w, &x);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; checked above: every `w` row is as long as the `x` rows.
     unsafe { tile_f16_impl(w, x) }
 }
 fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    super::repack::check_gemv(group, x, out, 8);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; checked above: `out` holds the 8 values stored.
     unsafe { gemv_q4_0_x8i8_impl(group, x, out) }
 }
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { q4_k_impl(x, y) }
 }
 fn gemm_q4_0_x8i8(
@@ -116,6 +237,7 @@ fn gemm_q4_0_x8i8(
     out: &mut [f32],
     stride: usize,
 ) {
+    super::repack::check_gemm(group, x, n, out, stride, 8);
     let per_row = group.len();
     let mut i = 0;
     // Up to four activation rows share each unpacked weight block.
@@ -126,6 +248,9 @@ fn gemm_q4_0_x8i8(
             &x[a * per_row..(a + 1) * per_row]
         });
         let mut res = [[0f32; 8]; 4];
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; every `xs` row is `per_row` blocks long (sliced
+        // above, within the length checked at the top), and `res` is typed.
         unsafe {
             match take {
                 4 => gemm_tile_x8i8::<4>(group, &xs, &mut res),
@@ -141,26 +266,41 @@ fn gemm_q4_0_x8i8(
     }
 }
 fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { q5_k_impl(x, y) }
 }
 fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { q6_k_impl(x, y) }
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_impl(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     kquant_dot::q4_k::<Avx2Dots>(x, y)
 }
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_impl(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     kquant_dot::q5_k::<Avx2Dots>(x, y)
 }
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_impl(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     kquant_dot::q6_k::<Avx2Dots>(x, y)
 }
 
 /// Sum of the eight i32 lanes.
+///
+/// # Safety
+/// The CPU must have avx2.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn hsum_i32(v: __m256i) -> i32 {
@@ -171,6 +311,9 @@ unsafe fn hsum_i32(v: __m256i) -> i32 {
 }
 
 /// u8 (at most 63) times i8, summed in groups of four bytes into i32 lanes.
+///
+/// # Safety
+/// The CPU must have avx2.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn madd_u8_i8(u: __m256i, s: __m256i) -> __m256i {
@@ -179,6 +322,8 @@ unsafe fn madd_u8_i8(u: __m256i, s: __m256i) -> __m256i {
 
 struct Avx2Dots;
 
+// The methods' safety contract is the trait's: call them only where the CPU
+// has the variant's features (here avx2); their arguments are typed arrays.
 impl IntDots for Avx2Dots {
     #[target_feature(enable = "avx2")]
     #[inline]
@@ -241,6 +386,9 @@ impl IntDots for Avx2Dots {
 }
 
 /// One f16 to f32 with F16C (exact), without `half`'s run-time dispatch.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn fp16(h: half::f16) -> f32 {
     // A table load: one uop, where F16C's scalar path takes three, two of
@@ -260,6 +408,8 @@ static F16_TO_F32: [f32; 1 << 16] = {
     t
 };
 
+/// # Safety
+/// The CPU must have avx2 and fma.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn hsum_f32(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -270,6 +420,9 @@ unsafe fn hsum_f32(v: __m256) -> f32 {
 
 /// Round half away from zero, exactly like `f32::round`: truncate, then add
 /// one away from zero where the dropped fraction is at least a half.
+///
+/// # Safety
+/// The CPU must have avx2 and fma.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn round_away(v: __m256) -> __m256 {
     let t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -283,6 +436,9 @@ unsafe fn round_away(v: __m256) -> __m256 {
     _mm256_add_ps(t, bump)
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths: only whole chunks of 32 values
+/// that have a block to go to are read.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
     let abs_mask = _mm256_set1_ps(-0.0);
@@ -317,6 +473,9 @@ unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
 }
 
 /// The 32 nibbles of a 16-byte array as bytes: low nibbles, then high nibbles.
+///
+/// # Safety
+/// The CPU must have avx2.
 #[target_feature(enable = "avx2")]
 unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
     let t = _mm_loadu_si128(qs.as_ptr().cast());
@@ -326,6 +485,9 @@ unsafe fn nibbles(qs: &[u8; 16]) -> __m256i {
 
 /// Eight i32 sums of products of u8 `a` and i8 `b`, as floats (exact: the sums
 /// are far below 2^24).
+///
+/// # Safety
+/// The CPU must have avx2.
 #[target_feature(enable = "avx2")]
 unsafe fn dot_u8_i8(a: __m256i, b: __m256i) -> __m256 {
     let pairs = _mm256_maddubs_epi16(a, b);
@@ -334,6 +496,9 @@ unsafe fn dot_u8_i8(a: __m256i, b: __m256i) -> __m256 {
 
 /// The same for two i8 vectors (neither holding -128 where the other is
 /// negative, as quantized activations never do).
+///
+/// # Safety
+/// The CPU must have avx2.
 #[target_feature(enable = "avx2")]
 unsafe fn dot_i8_i8(a: __m256i, b: __m256i) -> __m256 {
     dot_u8_i8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a))
@@ -342,6 +507,11 @@ unsafe fn dot_i8_i8(a: __m256i, b: __m256i) -> __m256 {
 /// Sums `scale(block) × term(block)` (a vector of 8 partial products) plus
 /// `extra(block)` over blocks, with two accumulators of each so consecutive
 /// blocks do not wait on each other.
+///
+/// # Safety
+/// Call only from a function with avx2 and fma enabled (it is inlined
+/// into its caller and uses their intrinsics), on a CPU that has them;
+/// `scale`, `term` and `extra` must be sound for any pair of blocks.
 #[inline(always)]
 unsafe fn sum_blocks<X, Y>(
     x: &[X],
@@ -371,6 +541,8 @@ unsafe fn sum_blocks<X, Y>(
     hsum_f32(_mm256_add_ps(acc[0], acc[1])) + (more[0] + more[1])
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shorter one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     sum_blocks(
@@ -385,6 +557,8 @@ unsafe fn vec_dot_q4_0_q8_0_impl(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     )
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shorter one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     sum_blocks(
@@ -400,6 +574,10 @@ unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 /// weight block once, `term` meets it with each activation block. Per row the
 /// accumulators and their order are `sum_blocks`'s, so each result equals the
 /// one-row kernel's bit for bit.
+///
+/// # Safety
+/// As `sum_blocks`. Any lengths: blocks are indexed with bounds checks
+/// up to the shortest row.
 #[inline(always)]
 unsafe fn sum_blocks4<X, Y, P>(
     x: &[X],
@@ -443,6 +621,9 @@ unsafe fn sum_blocks4<X, Y, P>(
 }
 
 /// The Q8_0 dot for four activation rows (the weight block loaded once).
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shortest one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot4_q8_0_q8_0_impl(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     sum_blocks4(
@@ -465,6 +646,9 @@ unsafe fn vec_dot4_q8_0_q8_0_impl(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32
 /// block's nibbles and scales are decoded once. Per row, the accumulators,
 /// their order and the final sums are exactly `sum_blocks`'s, so each result
 /// equals the one-row kernel's bit for bit.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shortest one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     sum_blocks4(
@@ -479,6 +663,9 @@ unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32
 
 /// The 32 five-bit values of a Q5 block (0..31): nibbles, plus 16 where the
 /// value's bit in `qh` is set.
+///
+/// # Safety
+/// The CPU must have avx2.
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
@@ -498,6 +685,8 @@ unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
     _mm256_or_si256(nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shorter one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q5_0_q8_0_impl(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     sum_blocks(
@@ -512,6 +701,8 @@ unsafe fn vec_dot_q5_0_q8_0_impl(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     )
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shorter one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q5_1_q8_1_impl(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     sum_blocks(
@@ -528,6 +719,8 @@ unsafe fn vec_dot_q5_1_q8_1_impl(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     )
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shorter one counts).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     sum_blocks(
@@ -544,6 +737,9 @@ unsafe fn vec_dot_q8_0_q8_0_impl(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     )
 }
 
+/// # Safety
+/// The CPU must have avx2 and fma. Any lengths: loads stay below the shorter
+/// length.
 #[target_feature(enable = "avx2,fma")]
 unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
     let n = x.len().min(y.len());
@@ -572,6 +768,10 @@ unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
 /// 8 activation bytes are broadcast to all four. Per block the eight integer
 /// sums are exact and are scaled in `vec_dot`'s order (no FMA), so each output
 /// equals the scalar `vec_dot` of its row.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. `out` must hold at least 8 values (8 are
+/// stored); `group` and `x` may have any lengths (they are zipped).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemv_q4_0_x8i8_impl(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     let low_mask = _mm256_set1_epi8(0x0F);
@@ -608,6 +808,9 @@ unsafe fn gemv_q4_0_x8i8_impl(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut 
     _mm256_storeu_ps(out.as_mut_ptr(), acc);
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths: loads stay below the shorter
+/// length.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
     let n = x.len().min(y.len());
@@ -636,13 +839,13 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
 /// conversions and eight FMAs (a `vec_dot_f16` per pair converts both sides
 /// for each FMA). One accumulator per output, reduced the same way for
 /// every output, whatever the other rows of the tile are.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Every row of `w` must hold at least as many
+/// values as the shorter row of `x` (loads go that far in each).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
     let n = x[0].len().min(x[1].len());
-    assert!(
-        w.iter().all(|r| r.len() >= n),
-        "tile rows shorter than the activations"
-    );
     let mut acc = [[_mm256_setzero_ps(); 2]; 4];
     let mut i = 0;
     while i + 8 <= n {
@@ -671,6 +874,10 @@ unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
 /// Eight repacked rows times `A` (1..=4) activation rows: each weight block is
 /// loaded and unpacked once for all of them. Per block the integer sums are
 /// exact and scaled in `vec_dot`'s order, as in the GEMV.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. `A` must be 1..=4 and each of the first `A` rows
+/// of `xs` at least `group.len()` blocks long (indexed with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemm_tile_x8i8<const A: usize>(
     group: &[BlockQ4_0x8],

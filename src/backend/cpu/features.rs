@@ -85,7 +85,7 @@ impl CpuFeatures {
             ];
             present.extend(checks.iter().filter(|c| c.1).map(|c| c.0));
             if present.contains(&Feature::Sve) {
-                // SAFETY: SVE was detected above.
+                // SAFETY: SVE was detected just above (`vector_bytes` needs it).
                 sve_bytes = unsafe { super::sve::vector_bytes() };
             }
         }

@@ -6,8 +6,9 @@ use half::f16;
 
 use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
-use super::scalar;
 use super::variant::CpuVariant;
+use super::{rows, scalar};
+use crate::backend::ops::Rope;
 use crate::tensor::blocks::*;
 
 pub type QuantizeFn<B> = fn(&[f32], &mut [B]);
@@ -27,7 +28,12 @@ pub type VecDot4Fn<X, Y> = fn(&[X], [&[Y]; 4]) -> [f32; 4];
 /// so a row padded with copies gives the same values.
 pub type TileF16Fn = fn([&[f16]; 4], [&[f32]; 2]) -> [[f32; 2]; 4];
 
-/// Every kernel the engine calls through a variant.
+/// `out += p · v` (the attention's weighted sum of V rows).
+pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
+
+/// Every kernel the engine calls through a variant. A table is built only
+/// from a `SupportedVariant` (a witness that this CPU has the variant's
+/// features), so safe code cannot reach a kernel the CPU lacks.
 #[derive(Clone, Copy)]
 pub struct Kernels {
     pub variant: CpuVariant,
@@ -60,6 +66,17 @@ pub struct Kernels {
     /// Matrix-matrix kernels where a variant has one (else GEMV per row).
     pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
+    // Element-wise and row kernels (scalar twins in rows.rs).
+    pub rms_norm: fn(&[f32], &[f32], f32, &mut [f32]),
+    pub layer_norm: fn(&mut [f32], &[f32], &[f32], f32),
+    pub rope: fn(&Rope, &mut [f32], i32),
+    pub silu_mul: fn(&mut [f32], &[f32]),
+    pub gelu: fn(&mut [f32]),
+    pub axpy_f16: AxpyFn<f16>,
+    pub axpy_f32: AxpyFn<f32>,
+    /// Whether f16 arithmetic is emulated in software (wasm32): products
+    /// then widen each f16 weight row once instead of inside every dot.
+    pub f16_in_software: bool,
 }
 
 impl Kernels {
@@ -88,13 +105,22 @@ impl Kernels {
             gemv_q4_0_x8i8: repack::gemv_q4_0_x8i8,
             gemm_q4_0_x4i8: None,
             gemm_q4_0_x8i8: None,
+            rms_norm: rows::rms_norm,
+            layer_norm: rows::layer_norm,
+            rope: rows::rope,
+            silu_mul: rows::silu_mul,
+            gelu: rows::gelu,
+            axpy_f16: rows::axpy_f16,
+            axpy_f32: rows::axpy_f32,
+            f16_in_software: cfg!(target_arch = "wasm32"),
         }
     }
 
-    /// The table for `variant`. The caller must have checked that this machine
-    /// supports it (`CpuVariant::supported`): the SIMD entries assume their
-    /// features are present.
-    pub(crate) fn for_supported_variant(variant: CpuVariant, features: &CpuFeatures) -> Kernels {
+    /// The table of a variant this CPU supports (the witness says so: the
+    /// SIMD entries assume their features are present).
+    pub fn for_variant(supported: SupportedVariant) -> Kernels {
+        let SupportedVariant { variant, features } = supported;
+        let features = &features;
         let scalar = Kernels::scalar();
         match variant {
             CpuVariant::Scalar => scalar,
@@ -121,5 +147,39 @@ impl Kernels {
         self.variant = variant;
         self.repack = repack;
         self
+    }
+}
+
+/// A variant checked against the features of the CPU this runs on: the only
+/// way to a kernel table.
+#[derive(Clone, Debug)]
+pub struct SupportedVariant {
+    variant: CpuVariant,
+    features: CpuFeatures,
+}
+
+impl SupportedVariant {
+    /// `variant` on this machine, or an error naming the missing features.
+    pub fn check(variant: CpuVariant) -> crate::error::Result<SupportedVariant> {
+        let features = CpuFeatures::detect();
+        CpuVariant::force(variant.name(), &features)?;
+        Ok(SupportedVariant { variant, features })
+    }
+
+    /// The best variant this machine supports.
+    pub fn best() -> SupportedVariant {
+        let features = CpuFeatures::detect();
+        SupportedVariant {
+            variant: CpuVariant::best(&features),
+            features,
+        }
+    }
+
+    pub fn variant(&self) -> CpuVariant {
+        self.variant
+    }
+
+    pub fn features(&self) -> &CpuFeatures {
+        &self.features
     }
 }

@@ -44,6 +44,11 @@ fn k4_mins(scales: &[u8; 12], y: &BlockQ8K) -> i32 {
 }
 
 /// Q4_K · Q8_K.
+///
+/// # Safety
+/// `D`'s methods must be callable here: the CPU has the features of the
+/// variant `D` belongs to (`IntDots`). Any lengths: the slices are zipped,
+/// and every block is read through typed arrays.
 #[inline(always)]
 pub(crate) unsafe fn q4_k<D: IntDots>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
@@ -65,6 +70,11 @@ pub(crate) unsafe fn q4_k<D: IntDots>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 }
 
 /// Q5_K · Q8_K: the Q4_K sums plus 16 × the activations whose fifth bit is set.
+///
+/// # Safety
+/// `D`'s methods must be callable here: the CPU has the features of the
+/// variant `D` belongs to (`IntDots`). Any lengths: the slices are zipped,
+/// and every block is read through typed arrays.
 #[inline(always)]
 pub(crate) unsafe fn q5_k<D: IntDots>(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
@@ -84,6 +94,11 @@ pub(crate) unsafe fn q5_k<D: IntDots>(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
 }
 
 /// Q6_K · Q8_K.
+///
+/// # Safety
+/// `D`'s methods must be callable here: the CPU has the features of the
+/// variant `D` belongs to (`IntDots`). Any lengths: the slices are zipped,
+/// and every block is read through typed arrays.
 #[inline(always)]
 pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
@@ -107,6 +122,8 @@ pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
 /// The reference primitives, in plain Rust.
 pub(crate) struct ScalarDots;
 
+// Plain Rust on typed arrays: the methods are `unsafe` only because the
+// trait's are, and have no requirement.
 impl IntDots for ScalarDots {
     unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
         let lo = (0..32).map(|l| (q[l] & 0xF) as i32 * a[l] as i32).sum();

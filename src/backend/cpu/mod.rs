@@ -1,30 +1,39 @@
-//! The CPU device: feature detection, variant selection, kernel tables, and a
-//! host buffer type.
+//! The CPU device: feature detection, variant selection, kernel tables, a
+//! host buffer type, the repacked-Q4_0 extra buffer type, and the backend
+//! that runs every op with the selected variant's kernels.
 
+mod attention;
+mod backend;
 pub mod features;
 pub mod kernels;
 mod kquant_dot;
+mod matmul;
 pub mod repack;
+pub mod rows;
 pub mod scalar;
 pub mod variant;
 
 #[cfg(target_arch = "x86_64")]
-pub mod avx2;
+mod avx2;
 #[cfg(target_arch = "aarch64")]
-pub mod neon;
+mod neon;
 #[cfg(target_arch = "wasm32")]
-pub mod simd128;
+mod simd128;
 #[cfg(target_arch = "aarch64")]
-pub mod sve;
+mod sve;
 
 use std::sync::Arc;
 
+pub use backend::CpuBackend;
 pub use features::{CpuFeatures, Feature};
-pub use kernels::Kernels;
+pub use kernels::{Kernels, SupportedVariant};
 pub use variant::CpuVariant;
 
+use super::matrix::{Matrix, WeightSource};
 use super::{Backend, Buffer, BufferType, Device, DeviceKind, Op, Registry};
 use crate::error::{Error, Result};
+use crate::tensor::blocks::{as_blocks, BlockQ4_0};
+use crate::tensor::DType;
 
 /// The environment variable that forces a variant when no explicit choice is made.
 pub const VARIANT_ENV: &str = "LAMINA_CPU_VARIANT";
@@ -59,6 +68,7 @@ impl Registry for CpuRegistry {
 }
 
 /// The CPU, with the kernel variant selected for it.
+#[derive(Clone)]
 pub struct CpuDevice {
     features: CpuFeatures,
     kernels: Kernels,
@@ -70,15 +80,30 @@ impl CpuDevice {
         let features = CpuFeatures::detect();
         let from_env = std::env::var(VARIANT_ENV).ok().filter(|s| !s.is_empty());
         let choice = forced.map(str::to_string).or(from_env);
-        let variant = match &choice {
-            Some(name) => CpuVariant::force(name, &features)?,
-            None => CpuVariant::best(&features),
+        let supported = match &choice {
+            Some(name) => SupportedVariant::check(CpuVariant::from_name(name)?)?,
+            None => SupportedVariant::best(),
         };
         Ok(CpuDevice {
-            kernels: Kernels::for_supported_variant(variant, &features),
+            kernels: Kernels::for_variant(supported),
             features,
             forced: choice.is_some(),
         })
+    }
+
+    /// This CPU with another variant (an error naming the missing features
+    /// when the machine lacks them).
+    pub fn with_variant(&self, variant: CpuVariant) -> Result<CpuDevice> {
+        Ok(CpuDevice {
+            kernels: Kernels::for_variant(SupportedVariant::check(variant)?),
+            features: self.features.clone(),
+            forced: true,
+        })
+    }
+
+    /// The device as the model code takes it.
+    pub fn shared(&self) -> Arc<dyn Device> {
+        Arc::new(self.clone())
     }
 
     pub fn features(&self) -> &CpuFeatures {
@@ -100,8 +125,7 @@ impl CpuDevice {
 
     /// The kernel table of another supported variant (for tests and benchmarks).
     pub fn kernels_for(&self, variant: CpuVariant) -> Result<Kernels> {
-        CpuVariant::force(variant.name(), &self.features)?;
-        Ok(Kernels::for_supported_variant(variant, &self.features))
+        Ok(Kernels::for_variant(SupportedVariant::check(variant)?))
     }
 }
 
@@ -131,16 +155,82 @@ impl Device for CpuDevice {
         Arc::new(HostBufferType)
     }
 
-    fn supports_op(&self, _op: Op) -> bool {
-        // Every op, for every type the engine can dequantize: the scalar
-        // kernels are the CPU's fallback for anything a variant lacks.
-        true
+    fn extra_buffer_type(&self) -> Option<Arc<dyn BufferType>> {
+        self.kernels
+            .repack
+            .map(|layout| Arc::new(RepackBufferType(layout)) as Arc<dyn BufferType>)
     }
 
-    fn create_backend(&self) -> Result<Box<dyn Backend>> {
-        Ok(Box::new(CpuBackend {
-            kernels: self.kernels,
-        }))
+    fn supports_op(&self, op: Op) -> bool {
+        match op {
+            // Products need a dot-product kernel for the weight type (every
+            // variant has every type the scalar table has).
+            Op::MulMat(dtype) => matmul::supports(dtype),
+            // Rows of any type are dequantized.
+            Op::GetRows(_) => true,
+            Op::RmsNorm
+            | Op::LayerNorm
+            | Op::Rope
+            | Op::Attention(_)
+            | Op::Add
+            | Op::Mul
+            | Op::Silu
+            | Op::Gelu
+            | Op::Tanh => true,
+        }
+    }
+
+    fn bind_matrix(&self, src: WeightSource) -> Result<Matrix> {
+        if !self.supports_op(Op::MulMat(src.dtype)) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{}' is {}: the CPU backend has no matrix product for {} weights",
+                src.name, src.dtype, src.dtype
+            )));
+        }
+        let mapped = Matrix::mapped(&src)?;
+        match self.kernels.repack {
+            Some(layout) if src.dtype == DType::Q4_0 && src.rows % layout.rows() == 0 => {
+                let blocks = as_blocks::<BlockQ4_0>(&src.file.bytes()[src.range.clone()])?;
+                let packed = repack::RepackedQ4_0::new(blocks, src.rows, src.cols, layout)?;
+                Ok(Matrix::repacked(&src, packed))
+            }
+            _ => Ok(mapped),
+        }
+    }
+
+    fn bind_table(&self, src: WeightSource) -> Result<Matrix> {
+        if !self.supports_op(Op::GetRows(src.dtype)) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{}' is {}: the CPU backend cannot read its rows",
+                src.name, src.dtype
+            )));
+        }
+        Matrix::mapped(&src)
+    }
+
+    fn create_backend(&self, n_threads: usize) -> Result<Box<dyn Backend>> {
+        Ok(Box::new(CpuBackend::new(self.kernels, n_threads)?))
+    }
+}
+
+/// The repacked Q4_0 layout of a variant, as an extra buffer type.
+struct RepackBufferType(repack::RepackLayout);
+
+impl BufferType for RepackBufferType {
+    fn name(&self) -> &str {
+        match self.0 {
+            repack::RepackLayout::X4I4 => "CPU_REPACK_Q4_0_4x4",
+            repack::RepackLayout::X4I8 => "CPU_REPACK_Q4_0_4x8",
+            repack::RepackLayout::X8I8 => "CPU_REPACK_Q4_0_8x8",
+        }
+    }
+
+    fn alignment(&self) -> usize {
+        64
+    }
+
+    fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>> {
+        HostBufferType.alloc(size)
     }
 }
 
@@ -194,26 +284,5 @@ impl Buffer for HostBuffer {
     fn as_bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as above, with exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().cast(), self.size) }
-    }
-}
-
-/// Runs work on the CPU with the selected variant's kernels.
-pub struct CpuBackend {
-    kernels: Kernels,
-}
-
-impl CpuBackend {
-    pub fn kernels(&self) -> &Kernels {
-        &self.kernels
-    }
-}
-
-impl Backend for CpuBackend {
-    fn name(&self) -> String {
-        format!("CPU ({})", self.kernels.variant)
-    }
-
-    fn device_name(&self) -> &str {
-        "CPU"
     }
 }

@@ -12,8 +12,12 @@ use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
 
+// NEON (Advanced SIMD) is part of the aarch64 targets' baseline: the whole
+// build is compiled with it, so every CPU that runs this code has it.
+const _: () = assert!(cfg!(target_feature = "neon"));
+
 /// NEON only (every AArch64 CPU).
-pub fn kernels(base: Kernels) -> Kernels {
+pub(super) fn kernels(base: Kernels) -> Kernels {
     Kernels {
         quantize_q8_0,
         quantize_q8_1,
@@ -30,12 +34,20 @@ pub fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
+        axpy_f16,
+        axpy_f32,
         ..base
     }
 }
 
 /// NEON with SDOT (dotprod), also used by the i8mm variant for vector dots.
-pub fn dotprod_kernels(base: Kernels) -> Kernels {
+/// Panics unless this CPU has dotprod: the SDOT kernels rely on it, so it is
+/// checked here, once per table, and not only by the caller.
+pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
+    assert!(
+        std::arch::is_aarch64_feature_detected!("dotprod"),
+        "the neon-dotprod kernel table needs dotprod, which this CPU lacks"
+    );
     Kernels {
         vec_dot_q4_0_q8_0: vec_dot_q4_0_q8_0_sdot,
         vec_dot_q4_1_q8_1: vec_dot_q4_1_q8_1_sdot,
@@ -48,8 +60,13 @@ pub fn dotprod_kernels(base: Kernels) -> Kernels {
     }
 }
 
-/// NEON with dotprod and i8mm: adds the SMMLA matrix-matrix kernel.
-pub fn i8mm_kernels(base: Kernels) -> Kernels {
+/// NEON with dotprod and i8mm: adds the SMMLA matrix-matrix kernel. Panics
+/// unless this CPU has i8mm (and dotprod, checked by `dotprod_kernels`).
+pub(super) fn i8mm_kernels(base: Kernels) -> Kernels {
+    assert!(
+        std::arch::is_aarch64_feature_detected!("i8mm"),
+        "the neon-i8mm kernel table needs i8mm, which this CPU lacks"
+    );
     Kernels {
         gemm_q4_0_x4i8: Some(gemm_q4_0_x4i8),
         ..dotprod_kernels(base)
@@ -58,7 +75,7 @@ pub fn i8mm_kernels(base: Kernels) -> Kernels {
 
 /// The best NEON table this CPU supports, for what the SVE variant does not
 /// replace.
-pub fn best_neon(base: Kernels) -> Kernels {
+pub(super) fn best_neon(base: Kernels) -> Kernels {
     if std::arch::is_aarch64_feature_detected!("i8mm")
         && std::arch::is_aarch64_feature_detected!("dotprod")
     {
@@ -70,28 +87,54 @@ pub fn best_neon(base: Kernels) -> Kernels {
     }
 }
 
-// Safe wrappers. SAFETY: NEON is part of every AArch64 CPU this target runs on;
-// the dotprod tables are only built when dotprod was detected, and the i8mm
-// table when i8mm was.
+// Safety. The `unsafe fn`s of this module are unsafe for these reasons, as
+// each one's doc says: NEON intrinsics (always present, see above); SDOT or
+// SMMLA (dotprod or i8mm: the CPU must have it); raw pointers (they must be
+// valid for the bytes read). The safe wrappers below are private and
+// reachable only through the tables above: the plain ones need only NEON,
+// the `_sdot` ones are only in the tables `dotprod_kernels` builds after
+// detecting dotprod, and the SMMLA one only in the table `i8mm_kernels`
+// builds after detecting i8mm. Each wrapper checks its slices' lengths (the
+// `check_*` functions of `scalar.rs` and `repack.rs`) before the call, so no
+// kernel reads or writes out of bounds whatever it is passed.
 
 fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    super::scalar::check_quantize(x, y);
+    // SAFETY: NEON only (always present); lengths checked above (the kernel
+    // reads whole chunks of 32 only).
     unsafe { quantize_q8_0_impl(x, y) }
 }
 fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
-    super::scalar::q8_1_from_q8_0(x, y, quantize_q8_0)
+    // `q8_1_from_q8_0` checks the lengths, then passes one block at a time.
+    super::scalar::q8_1_from_q8_0(x, y, |x, y| {
+        // SAFETY: NEON only (always present); one block and its 32 values
+        // (typed arrays).
+        unsafe { quantize_q8_0_impl(x, y) }
+    })
 }
 fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
-    super::scalar::q8_k_with(x, y, |x, iscale, q| unsafe {
-        round_scaled_q8_k(x, iscale, q)
+    // `q8_k_with` checks the lengths, then passes one block at a time.
+    super::scalar::q8_k_with(x, y, |x, iscale, q| {
+        // SAFETY: NEON only (always present); 256 values in, 256 out (typed
+        // arrays).
+        unsafe { round_scaled_q8_k(x, iscale, q) }
     })
 }
 fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NEON only (always present); the per-block helpers take typed
+    // blocks; lengths checked above.
     unsafe { dot_blocks(x, y, |x, y| (q4_0_dot(x, y), fp16(x.d), fp16(y.d))) }
 }
 fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NEON only (always present); typed blocks; lengths checked above.
     unsafe { q4_1_sum(x, y, |x, y| q4_1_dot(x, y)) }
 }
 fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: NEON only (always present); each load reads 16 bytes at 0 or
+    // 16 of a 32-byte `qs`; lengths checked above.
     unsafe {
         q4_1_sum4(
             x,
@@ -102,6 +145,9 @@ fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     }
 }
 fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: NEON only (always present); each load reads 16 bytes at 0 or
+    // 16 of a 32-byte `qs`; lengths checked above.
     unsafe {
         q8_0_sum4(x, y, |q, y| {
             let s0 = dot16(q.0, vld1q_s8(y.qs.as_ptr()));
@@ -110,15 +156,25 @@ fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     }
 }
 fn vec_dot4_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: only in the tables built after detecting dotprod; lengths
+    // checked above.
     unsafe { q8_0_rows4_sdot(x, y) }
 }
 fn vec_dot4_q4_1_q8_1_sdot(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: only in the tables built after detecting dotprod; lengths
+    // checked above.
     unsafe { q4_1_rows4_sdot(x, y) }
 }
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NEON only (always present); typed blocks; lengths checked above.
     unsafe { q8_0_sum(x, y, |x, y| q8_dot(&x.qs, &y.qs)) }
 }
 fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NEON only (always present); typed blocks; lengths checked above.
     unsafe {
         dot_blocks(x, y, |x, y| {
             (q5_dot(&x.qs, x.qh, &y.qs, 16), fp16(x.d), fp16(y.d))
@@ -126,33 +182,50 @@ fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     }
 }
 fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+    super::scalar::check_dot(x, y);
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
+        // SAFETY: NEON only (always present); typed arrays of one block each.
         let sumi = unsafe { q5_dot(&x.qs, x.qh, &y.qs, 0) };
         sum += (fp16(x.d) * fp16(y.d)) * sumi as f32 + fp16(x.m) * fp16(y.s);
     }
     sum
 }
 fn vec_dot_q4_0_q8_0_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only in the tables built after detecting dotprod; lengths
+    // checked above.
     unsafe { q4_0_rows_sdot(x, y) }
 }
 fn vec_dot_q4_1_q8_1_sdot(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only in the tables built after detecting dotprod; lengths
+    // checked above.
     unsafe { q4_1_rows_sdot(x, y) }
 }
 fn vec_dot_q8_0_q8_0_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only in the tables built after detecting dotprod; lengths
+    // checked above.
     unsafe { q8_0_rows_sdot(x, y) }
 }
 
 // The row loops carry the dotprod feature themselves, so the per-block SDOT
 // helpers inline into them.
+/// # Safety
+/// The CPU must have dotprod. Any lengths (the slices are zipped).
 #[target_feature(enable = "dotprod")]
 unsafe fn q4_0_rows_sdot(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     dot_blocks(x, y, |x, y| (q4_0_dot_sdot(x, y), fp16(x.d), fp16(y.d)))
 }
+/// # Safety
+/// The CPU must have dotprod. Any lengths (the slices are zipped).
 #[target_feature(enable = "dotprod")]
 unsafe fn q4_1_rows_sdot(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
     q4_1_sum(x, y, |x, y| q4_1_dot_sdot(x, y))
 }
+/// # Safety
+/// The CPU must have dotprod. Any lengths (the shortest row counts).
 #[target_feature(enable = "dotprod")]
 unsafe fn q4_1_rows4_sdot(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
     q4_1_sum4(
@@ -162,6 +235,8 @@ unsafe fn q4_1_rows4_sdot(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
         |q, y| sdot16(vdupq_n_s32(0), q.1, vld1q_s8(y.qs.as_ptr().add(16))),
     )
 }
+/// # Safety
+/// The CPU must have dotprod. Any lengths (the shortest row counts).
 #[target_feature(enable = "dotprod")]
 unsafe fn q8_0_rows4_sdot(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
     q8_0_sum4(x, y, |q, y| {
@@ -169,35 +244,64 @@ unsafe fn q8_0_rows4_sdot(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
         sdot16(acc, q.1, vld1q_s8(y.qs.as_ptr().add(16)))
     })
 }
+/// # Safety
+/// The CPU must have dotprod. Any lengths (the slices are zipped).
 #[target_feature(enable = "dotprod")]
 unsafe fn q8_0_rows_sdot(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
     q8_0_sum(x, y, |x, y| q8_dot_sdot(&x.qs, &y.qs))
 }
 fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NEON only (always present); lengths checked above (the kernel
+    // loads below the shorter length anyway).
     unsafe { vec_dot_f32_impl(x, y) }
 }
 fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NEON and FCVTL only (base aarch64); lengths checked above (the
+    // kernel loads below the shorter length anyway).
     unsafe { vec_dot_f16_impl(x, y) }
 }
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
     unsafe { kquant_dot::q4_k::<NeonDots>(x, y) }
 }
 fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
     unsafe { kquant_dot::q5_k::<NeonDots>(x, y) }
 }
 fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
     unsafe { kquant_dot::q6_k::<NeonDots>(x, y) }
 }
 fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    super::repack::check_gemv(group, x, out, 4);
+    // SAFETY: only in the tables built after detecting dotprod; checked
+    // above: `out` holds the 4 values stored.
     unsafe { gemv_x4i4_sdot(group, x, out) }
 }
 fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    super::repack::check_gemv(group, x, out, 4);
+    // SAFETY: only in the tables built after detecting dotprod; checked
+    // above: `out` holds the 4 values stored.
     unsafe { gemv_x4i8_sdot(group, x, out) }
 }
+/// # Safety
+/// The CPU must have dotprod. `out` must hold at least 4 values (4 are stored);
+/// `group` and `x` may have any lengths (they are zipped).
 #[target_feature(enable = "dotprod")]
 unsafe fn gemv_x4i4_sdot(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     gemv_x4(group, x, out, |b, y| block_x4i4(b, y))
 }
+/// # Safety
+/// The CPU must have dotprod. `out` must hold at least 4 values (4 are stored);
+/// `group` and `x` may have any lengths (they are zipped).
 #[target_feature(enable = "dotprod")]
 unsafe fn gemv_x4i8_sdot(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     gemv_x4(group, x, out, |b, y| block_x4i8(b, y))
@@ -208,7 +312,8 @@ unsafe fn gemv_x4i8_sdot(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]
 #[inline(always)]
 pub(crate) fn fp16(h: half::f16) -> f32 {
     let out: f32;
-    // SAFETY: FCVT Sd, Hn is part of every AArch64 CPU's floating point.
+    // SAFETY: FCVT Sd, Hn is part of every AArch64 CPU's floating point; the
+    // asm touches registers only (nomem).
     unsafe {
         asm!("fcvt {o:s}, {i:h}", i = in(vreg) h.to_bits() as i16, o = out(vreg) out,
             options(pure, nomem, nostack));
@@ -216,8 +321,64 @@ pub(crate) fn fp16(h: half::f16) -> f32 {
     out
 }
 
+fn axpy_f16(p: f32, v: &[half::f16], out: &mut [f32]) {
+    super::scalar::check_axpy(v, out);
+    // SAFETY: NEON is part of every AArch64 CPU; lengths checked above.
+    unsafe { axpy_f16_impl(p, v, out) }
+}
+fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
+    super::scalar::check_axpy(v, out);
+    // SAFETY: as for `axpy_f16`.
+    unsafe { axpy_f32_impl(p, v, out) }
+}
+
+/// `out += p · v`, four at a time: each f16 widened exactly (FCVTL), then
+/// one multiply and one add (no fused multiply-add), as the scalar twin.
+///
+/// # Safety
+/// NEON only; `v.len() == out.len()`.
+unsafe fn axpy_f16_impl(p: f32, v: &[half::f16], out: &mut [f32]) {
+    let pv = vdupq_n_f32(p);
+    let mut chunks = v.chunks_exact(4);
+    let mut outs = out.chunks_exact_mut(4);
+    for (h, o) in (&mut chunks).zip(&mut outs) {
+        let h: &[half::f16; 4] = h.try_into().expect("chunks of four");
+        let x = fp16x4(h);
+        vst1q_f32(
+            o.as_mut_ptr(),
+            vaddq_f32(vld1q_f32(o.as_ptr()), vmulq_f32(pv, x)),
+        );
+    }
+    for (o, x) in outs.into_remainder().iter_mut().zip(chunks.remainder()) {
+        *o += p * fp16(*x);
+    }
+}
+
+/// `out += p · v` for f32 rows, four at a time (multiply, then add).
+///
+/// # Safety
+/// NEON only; `v.len() == out.len()`.
+unsafe fn axpy_f32_impl(p: f32, v: &[f32], out: &mut [f32]) {
+    let pv = vdupq_n_f32(p);
+    let mut chunks = v.chunks_exact(4);
+    let mut outs = out.chunks_exact_mut(4);
+    for (x, o) in (&mut chunks).zip(&mut outs) {
+        let x = vld1q_f32(x.as_ptr());
+        vst1q_f32(
+            o.as_mut_ptr(),
+            vaddq_f32(vld1q_f32(o.as_ptr()), vmulq_f32(pv, x)),
+        );
+    }
+    for (o, x) in outs.into_remainder().iter_mut().zip(chunks.remainder()) {
+        *o += p * x;
+    }
+}
+
 /// Four f16 to four f32 with one FCVTL (exact; Rust has no stable f16
 /// vector type to do it with intrinsics).
+///
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn fp16x4(h: &[half::f16; 4]) -> float32x4_t {
     let bits = vld1_u16(h.as_ptr().cast());
@@ -228,6 +389,9 @@ unsafe fn fp16x4(h: &[half::f16; 4]) -> float32x4_t {
 }
 
 /// Σ sumi·dx·dy over blocks, in the scalar kernel's order.
+///
+/// # Safety
+/// `block` must be sound for any pair of blocks. Any lengths (zipped).
 #[inline(always)]
 unsafe fn dot_blocks<X, Y>(x: &[X], y: &[Y], block: impl Fn(&X, &Y) -> (i32, f32, f32)) -> f32 {
     let mut sum = 0.0f32;
@@ -238,6 +402,8 @@ unsafe fn dot_blocks<X, Y>(x: &[X], y: &[Y], block: impl Fn(&X, &Y) -> (i32, f32
     sum
 }
 
+/// # Safety
+/// `dot` must be sound for any pair of blocks. Any lengths (zipped).
 #[inline(always)]
 unsafe fn q8_0_sum(
     x: &[BlockQ8_0],
@@ -251,6 +417,8 @@ unsafe fn q8_0_sum(
     sum
 }
 
+/// # Safety
+/// `dot` must be sound for any pair of blocks. Any lengths (zipped).
 #[inline(always)]
 unsafe fn q4_1_sum(
     x: &[BlockQ4_1],
@@ -268,6 +436,10 @@ unsafe fn q4_1_sum(
 /// nibbles and scales are decoded once. `lo`/`hi` give the lane sums of the
 /// low and high halves; per row, the integer sum and the float operations are
 /// the one-row kernel's, so each result equals it bit for bit.
+///
+/// # Safety
+/// `lo` and `hi` must be sound for any block. Any lengths: blocks are
+/// indexed with bounds checks up to the shortest row.
 #[inline(always)]
 unsafe fn q4_1_sum4(
     x: &[BlockQ4_1],
@@ -292,6 +464,10 @@ unsafe fn q4_1_sum4(
 
 /// `q8_0_sum` for four activation rows (the weight block loaded once); per
 /// row the same integer sum and float operations, so results are bit-equal.
+///
+/// # Safety
+/// `lanes` must be sound for any block. Any lengths: blocks are indexed
+/// with bounds checks up to the shortest row.
 #[inline(always)]
 unsafe fn q8_0_sum4(
     x: &[BlockQ8_0],
@@ -313,6 +489,9 @@ unsafe fn q8_0_sum4(
 }
 
 /// Low and high nibbles of 16 bytes, as two vectors of values 0..15.
+///
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn nibbles(qs: &[u8; 16]) -> (int8x16_t, int8x16_t) {
     let v = vld1q_u8(qs.as_ptr());
@@ -323,6 +502,9 @@ unsafe fn nibbles(qs: &[u8; 16]) -> (int8x16_t, int8x16_t) {
 }
 
 /// Σ a·b over 16 lanes, with widening multiplies (plain NEON).
+///
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn dot16(a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
@@ -331,6 +513,9 @@ unsafe fn dot16(a: int8x16_t, b: int8x16_t) -> int32x4_t {
 }
 
 /// The same with SDOT.
+///
+/// # Safety
+/// The CPU must have dotprod (the asm is SDOT; it touches registers only).
 #[inline(always)]
 unsafe fn sdot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
@@ -340,6 +525,8 @@ unsafe fn sdot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     acc
 }
 
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn q8_dot(x: &[i8; 32], y: &[i8; 32]) -> i32 {
     let s0 = dot16(vld1q_s8(x.as_ptr()), vld1q_s8(y.as_ptr()));
@@ -347,6 +534,8 @@ unsafe fn q8_dot(x: &[i8; 32], y: &[i8; 32]) -> i32 {
     vaddvq_s32(vaddq_s32(s0, s1))
 }
 
+/// # Safety
+/// The CPU must have dotprod.
 #[target_feature(enable = "dotprod")]
 unsafe fn q8_dot_sdot(x: &[i8; 32], y: &[i8; 32]) -> i32 {
     let acc = sdot16(vdupq_n_s32(0), vld1q_s8(x.as_ptr()), vld1q_s8(y.as_ptr()));
@@ -358,6 +547,8 @@ unsafe fn q8_dot_sdot(x: &[i8; 32], y: &[i8; 32]) -> i32 {
     vaddvq_s32(acc)
 }
 
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn q4_0_dot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
     let (lo, hi) = nibbles(&x.qs);
@@ -367,6 +558,8 @@ unsafe fn q4_0_dot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
     vaddvq_s32(vaddq_s32(s0, s1))
 }
 
+/// # Safety
+/// The CPU must have dotprod.
 #[target_feature(enable = "dotprod")]
 unsafe fn q4_0_dot_sdot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
     let (lo, hi) = nibbles(&x.qs);
@@ -376,6 +569,8 @@ unsafe fn q4_0_dot_sdot(x: &BlockQ4_0, y: &BlockQ8_0) -> i32 {
     vaddvq_s32(acc)
 }
 
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn q4_1_dot(x: &BlockQ4_1, y: &BlockQ8_1) -> i32 {
     let (lo, hi) = nibbles(&x.qs);
@@ -384,6 +579,8 @@ unsafe fn q4_1_dot(x: &BlockQ4_1, y: &BlockQ8_1) -> i32 {
     vaddvq_s32(vaddq_s32(s0, s1))
 }
 
+/// # Safety
+/// The CPU must have dotprod.
 #[target_feature(enable = "dotprod")]
 unsafe fn q4_1_dot_sdot(x: &BlockQ4_1, y: &BlockQ8_1) -> i32 {
     let (lo, hi) = nibbles(&x.qs);
@@ -392,6 +589,9 @@ unsafe fn q4_1_dot_sdot(x: &BlockQ4_1, y: &BlockQ8_1) -> i32 {
     vaddvq_s32(acc)
 }
 
+/// # Safety
+/// NEON only (always present). Any lengths: only whole chunks of 32
+/// values that have a block to go to are read.
 unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
     for (x, b) in x.chunks_exact(QK).zip(y) {
         let v: [float32x4_t; 8] = std::array::from_fn(|k| vld1q_f32(x.as_ptr().add(4 * k)));
@@ -413,6 +613,9 @@ unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
     }
 }
 
+/// # Safety
+/// NEON only (always present). Any lengths: loads stay below the
+/// shorter length.
 unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
     let n = x.len().min(y.len());
     let mut acc = [vdupq_n_f32(0.0); 4];
@@ -441,6 +644,11 @@ unsafe fn vec_dot_f32_impl(x: &[f32], y: &[f32]) -> f32 {
 /// Four repacked rows against one activation row: per block, four exact
 /// integer sums, scaled in `vec_dot`'s order (no FMA), so each output equals
 /// the scalar `vec_dot` of its row.
+///
+/// # Safety
+/// `out` must hold at least 4 values (4 are stored); `block` must be
+/// sound for any pair of blocks (for the SDOT ones: the CPU has dotprod).
+/// `group` and `x` may have any lengths (they are zipped).
 #[inline(always)]
 unsafe fn gemv_x4(
     group: &[BlockQ4_0x4],
@@ -460,6 +668,9 @@ unsafe fn gemv_x4(
 }
 
 /// Signed low and high nibbles of 16 bytes (value - 8).
+///
+/// # Safety
+/// `p` must be valid for reading 16 bytes.
 #[inline(always)]
 unsafe fn signed_nibbles(p: *const u8) -> (int8x16_t, int8x16_t) {
     let v = vld1q_u8(p);
@@ -472,6 +683,10 @@ unsafe fn signed_nibbles(p: *const u8) -> (int8x16_t, int8x16_t) {
 
 /// 4x4 layout: each 16-byte load is 4 bytes of each row, one SDOT lane per row;
 /// the matching 4 activation bytes are broadcast to every lane.
+///
+/// # Safety
+/// The CPU must have dotprod. (Loads stay inside the typed blocks: 16 bytes at
+/// 16k of 64, 4 bytes at 4k and 16 + 4k of 32, k < 4.)
 #[target_feature(enable = "dotprod")]
 unsafe fn block_x4i4(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
     let mut s = vdupq_n_s32(0);
@@ -491,6 +706,10 @@ unsafe fn block_x4i4(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
 
 /// 4x8 layout: each 16-byte load is 8 bytes of two rows; with 8 activation
 /// bytes broadcast, SDOT leaves two lanes per row, added pairwise at the end.
+///
+/// # Safety
+/// The CPU must have dotprod. (Loads stay inside the typed blocks: 16 bytes at
+/// 32k + 16h of 64, 8 bytes at 8k and 16 + 8k of 32, k, h < 2.)
 #[target_feature(enable = "dotprod")]
 unsafe fn block_x4i8(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
     let mut s = [vdupq_n_s32(0); 2];
@@ -517,6 +736,7 @@ fn gemm_q4_0_x4i8(
     out: &mut [f32],
     stride: usize,
 ) {
+    super::repack::check_gemm(group, x, n, out, stride, 4);
     let per_row = group.len();
     let act = |i: usize| &x[i * per_row..(i + 1) * per_row];
     let mut i = 0;
@@ -536,7 +756,9 @@ fn gemm_q4_0_x4i8(
             act(i + 2 * pairs - 2),
             act(i + 2 * pairs - 1),
         ];
-        // SAFETY: this table exists only when dotprod and i8mm were detected.
+        // SAFETY: only in the table `i8mm_kernels` builds after detecting
+        // i8mm and dotprod; every `xs` row is `per_row` blocks long (sliced
+        // above), and `res` is typed.
         unsafe {
             if pairs == 2 {
                 gemm_tile_x4i8::<2>(group, &xs, &mut res)
@@ -555,6 +777,8 @@ fn gemm_q4_0_x4i8(
     }
 }
 
+/// # Safety
+/// The CPU must have i8mm (the asm is SMMLA; it touches registers only).
 #[inline(always)]
 unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
@@ -569,6 +793,11 @@ unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
 /// activation rows (a 2x2 tile); each unpacked weight block serves every pair.
 /// Per block the integer sums are exact and are scaled in `vec_dot`'s order.
 /// `res[p][2r + j]` = row r · activation row 2p + j of `xs`.
+///
+/// # Safety
+/// The CPU must have dotprod and i8mm. `P` must be 1 or 2, and each of
+/// the first `2P` rows of `xs` at least `group.len()` blocks long (they
+/// are indexed with bounds checks).
 #[target_feature(enable = "dotprod,i8mm")]
 unsafe fn gemm_tile_x4i8<const P: usize>(
     group: &[BlockQ4_0x4],
@@ -620,6 +849,9 @@ unsafe fn gemm_tile_x4i8<const P: usize>(
 }
 
 /// Eight f16 to two f32x4 with FCVTL/FCVTL2 (base ARMv8; exact).
+///
+/// # Safety
+/// `p` must be valid for reading 8 f16 (16 bytes). FCVTL is base aarch64.
 #[inline(always)]
 unsafe fn f16x8_to_f32(p: *const half::f16) -> (float32x4_t, float32x4_t) {
     let h = vld1q_u16(p.cast());
@@ -630,6 +862,9 @@ unsafe fn f16x8_to_f32(p: *const half::f16) -> (float32x4_t, float32x4_t) {
     (lo, hi)
 }
 
+/// # Safety
+/// NEON only (always present). Any lengths: loads stay below the
+/// shorter length.
 unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
     let n = x.len().min(y.len());
     let mut acc = [vdupq_n_f32(0.0); 4];
@@ -657,6 +892,9 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
 /// Exact integer primitives for the k-quant kernels, in plain NEON.
 struct NeonDots;
 
+// The methods' safety contract is the trait's (the CPU has the variant's
+// features: here NEON only, always present); their arguments are typed
+// arrays, and every load stays inside them.
 impl IntDots for NeonDots {
     #[inline(always)]
     unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
@@ -725,7 +963,10 @@ impl IntDots for NeonDots {
 
 /// q = min(127, round-half-even(iscale × x)) for 256 values (FCVTNS rounds to
 /// nearest even, as ggml's `nearest_int`).
-unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
+///
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
+unsafe fn round_scaled_q8_k(x: &[f32; QK_K], iscale: f32, q: &mut [i8; QK_K]) {
     let cap = vdupq_n_s32(127);
     for k in 0..QK_K / 8 {
         let a = vminq_s32(
@@ -744,6 +985,9 @@ unsafe fn round_scaled_q8_k(x: &[f32], iscale: f32, q: &mut [i8; QK_K]) {
 }
 
 /// Σ (value - offset) · y over a Q5 block's 32 five-bit values.
+///
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn q5_dot(qs: &[u8; 16], qh: [u8; 4], y: &[i8; 32], offset: i8) -> i32 {
     let (lo, hi) = nibbles(qs);

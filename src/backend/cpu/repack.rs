@@ -359,6 +359,66 @@ impl RepackedQ4_0 {
     }
 }
 
+// ---- Length checks shared by every variant's GEMV and GEMM kernels. Each
+// kernel (these scalar ones and every SIMD one) calls its check once per
+// call, before any load or store, so whatever slices safe code passes, a
+// kernel never reads or writes out of bounds, and every variant accepts the
+// same arguments.
+
+/// Panics unless one repacked group (`rows` rows) and one activation row
+/// have the same number of blocks and `out` has room for the `rows` outputs.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_gemv<G>(group: &[G], x: &[BlockQ8_0], out: &[f32], rows: usize) {
+    assert!(
+        group.len() == x.len(),
+        "gemv: a group of {} repacked blocks against {} activation blocks",
+        group.len(),
+        x.len()
+    );
+    assert!(
+        out.len() >= rows,
+        "gemv: {} outputs for a group of {rows} rows",
+        out.len()
+    );
+}
+
+/// Panics unless `x` holds `n` activation rows of `group.len()` blocks and
+/// `out` reaches output `rows - 1` of activation row `n - 1`
+/// (`out[(n - 1) * stride + rows - 1]`).
+// Only the AVX2 and NEON i8mm variants have GEMM kernels.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_gemm<G>(
+    group: &[G],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &[f32],
+    stride: usize,
+    rows: usize,
+) {
+    assert!(
+        n.checked_mul(group.len()) == Some(x.len()),
+        "gemm: {} activation blocks are not {n} rows of {}",
+        x.len(),
+        group.len()
+    );
+    if n > 0 {
+        let need = (n - 1)
+            .checked_mul(stride)
+            .and_then(|v| v.checked_add(rows));
+        assert!(
+            need.is_some_and(|need| out.len() >= need),
+            "gemm: {} outputs for {n} activation rows of stride {stride} and a group of {rows} rows",
+            out.len()
+        );
+    }
+}
+
 // ---- Scalar kernels for every layout.
 
 /// Signed value of a Q4_0 nibble.
@@ -367,7 +427,8 @@ fn nib(v: u8) -> i32 {
 }
 
 /// One group of `R` rows against one activation row: exact integer sums per
-/// block, scaled as `vec_dot` scales them.
+/// block, scaled as `vec_dot` scales them. The caller has checked the
+/// lengths (`check_gemv`).
 fn gemv_scalar<const R: usize>(
     d: impl Fn(usize) -> [f16; R],
     qs: impl Fn(usize) -> [u8; 128],
@@ -403,13 +464,16 @@ fn widen<const N: usize>(q: &[u8; N]) -> [u8; 128] {
 }
 
 pub fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    check_gemv(group, x, out, 4);
     gemv_scalar::<4>(|b| group[b].d, |b| widen(&group[b].qs), x, 4, out)
 }
 
 pub fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+    check_gemv(group, x, out, 4);
     gemv_scalar::<4>(|b| group[b].d, |b| widen(&group[b].qs), x, 8, out)
 }
 
 pub fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    check_gemv(group, x, out, 8);
     gemv_scalar::<8>(|b| group[b].d, |b| group[b].qs, x, 8, out)
 }

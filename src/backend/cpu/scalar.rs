@@ -1,6 +1,12 @@
 //! Scalar kernels: the reference every SIMD kernel is tested against, and the
 //! fallback where a variant has no kernel of its own. Integer parts are exact;
 //! per-block float scaling follows ggml's scalar code.
+//!
+//! The `check_*` functions here state the lengths every variant's kernel of
+//! that kind takes; each kernel (scalar or SIMD) calls its check once per
+//! call, before touching memory, so all variants accept and reject the same
+//! slices, and no slice safe code passes can make a SIMD kernel read or
+//! write out of bounds.
 
 use half::f16;
 
@@ -8,27 +14,109 @@ use super::kquant_dot::{self, ScalarDots};
 use crate::tensor::blocks::*;
 use crate::tensor::quantize;
 
+/// Panics unless `x` fills `y` exactly (`y.len()` blocks of `B::ELEMENTS`).
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_quantize<B: Block>(x: &[f32], y: &[B]) {
+    assert!(
+        y.len().checked_mul(B::ELEMENTS) == Some(x.len()),
+        "quantize {}: {} values do not fill {} blocks of {}",
+        B::TYPE,
+        x.len(),
+        y.len(),
+        B::ELEMENTS
+    );
+}
+
+/// Panics unless the two operands of a dot product have the same length.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_dot<X, Y>(x: &[X], y: &[Y]) {
+    assert!(
+        x.len() == y.len(),
+        "vec_dot: operands of {} and {} elements",
+        x.len(),
+        y.len()
+    );
+}
+
+/// Panics unless a row and the output it is added to have the same length.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_axpy<X>(v: &[X], out: &[f32]) {
+    assert!(
+        v.len() == out.len(),
+        "axpy: a row of {} values added to {} outputs",
+        v.len(),
+        out.len()
+    );
+}
+
+/// Panics unless each of the four activation rows has the weight row's length.
+// Used by the SIMD variants only (none in a wasm build without simd128).
+#[cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    allow(dead_code)
+)]
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_dot4<X, Y>(x: &[X], y: &[&[Y]; 4]) {
+    assert!(
+        y.iter().all(|r| r.len() == x.len()),
+        "vec_dot4: a weight row of {} blocks against activation rows of {:?}",
+        x.len(),
+        y.map(|r| r.len())
+    );
+}
+
+/// Panics unless the four weight rows and two activation rows of a tile all
+/// have the same length.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_tile(w: &[&[f16]; 4], x: &[&[f32]; 2]) {
+    let n = x[0].len();
+    assert!(
+        x[1].len() == n && w.iter().all(|r| r.len() == n),
+        "tile_f16: weight rows of {:?} against activation rows of {:?}",
+        w.map(|r| r.len()),
+        x.map(|r| r.len())
+    );
+}
+
 pub fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+    check_quantize(x, y);
     quantize::q8_0(x, y)
 }
 
 pub fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
+    check_quantize(x, y);
     quantize::q8_1(x, y)
 }
 
 pub fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
+    check_quantize(x, y);
     quantize::q8_k(x, y)
 }
 
 /// Q8_1 from a Q8_0 quantizer: the same scale and quants (ggml computes both
 /// the same way), plus s = d × Σq with d before its rounding to f16.
+/// `q8_0` is given one block and its 32 values at a time. Checks the
+/// lengths (`check_quantize`) once.
+// Used by the SIMD variants only (none in a wasm build without simd128).
+#[cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    allow(dead_code)
+)]
 #[inline(always)]
+#[track_caller]
 pub(crate) fn q8_1_from_q8_0(
     x: &[f32],
     y: &mut [BlockQ8_1],
-    q8_0: impl Fn(&[f32], &mut [BlockQ8_0]),
+    q8_0: impl Fn(&[f32; QK], &mut [BlockQ8_0; 1]),
 ) {
+    check_quantize(x, y);
     for (x, b) in x.chunks_exact(QK).zip(y) {
+        let x: &[f32; QK] = x.try_into().expect("chunks of QK");
         let mut t = [BlockQ8_0::zeroed()];
         q8_0(x, &mut t);
         b.d = t[0].d;
@@ -41,14 +129,22 @@ pub(crate) fn q8_1_from_q8_0(
 
 /// Q8_K's scale: the value of largest magnitude (first on ties), -127 / it,
 /// and the block's 16-value sums; `round_scaled` rounds iscale·x to nearest
-/// even for a block of 256.
+/// even for a block of 256. Checks the lengths (`check_quantize`) once.
+// Used by the SIMD variants only (none in a wasm build without simd128).
+#[cfg_attr(
+    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    allow(dead_code)
+)]
 #[inline(always)]
+#[track_caller]
 pub(crate) fn q8_k_with(
     x: &[f32],
     y: &mut [BlockQ8K],
-    round_scaled: impl Fn(&[f32], f32, &mut [i8; QK_K]),
+    round_scaled: impl Fn(&[f32; QK_K], f32, &mut [i8; QK_K]),
 ) {
+    check_quantize(x, y);
     for (x, b) in x.chunks_exact(QK_K).zip(y) {
+        let x: &[f32; QK_K] = x.try_into().expect("chunks of QK_K");
         let (mut amax, mut max) = (0.0f32, 0.0f32);
         for &v in x {
             if v.abs() > amax {
@@ -70,7 +166,7 @@ pub(crate) fn q8_k_with(
 }
 
 pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let mut sumi = 0i32;
@@ -85,7 +181,7 @@ pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
 }
 
 pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let mut sumi = 0i32;
@@ -110,7 +206,7 @@ fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> [i32; 32] {
 }
 
 pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let v = q5_values(&x.qs, x.qh);
@@ -125,7 +221,7 @@ pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
 }
 
 pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let v = q5_values(&x.qs, x.qh);
@@ -136,7 +232,7 @@ pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
 }
 
 pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let sumi: i32 =
@@ -150,25 +246,28 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 }
 
 pub fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
-    // SAFETY: the scalar primitives use no special instructions.
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above (and the k-quant loops only zip the two slices).
     unsafe { kquant_dot::q4_k::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
-    // SAFETY: as above.
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above.
     unsafe { kquant_dot::q5_k::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
-    // SAFETY: as above.
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above.
     unsafe { kquant_dot::q6_k::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     // ggml accumulates f16 dot products in double.
     let sum: f64 = x
         .iter()
@@ -181,6 +280,7 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
 /// The scalar twin of the SIMD `tile_f16` kernels: each output a plain dot
 /// product accumulated in f64 (the SIMD tiles match it within rounding).
 pub fn tile_f16(w: [&[f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    check_tile(&w, &x);
     w.map(|wr| {
         x.map(|xr| {
             wr.iter()
@@ -192,6 +292,6 @@ pub fn tile_f16(w: [&[f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
 }
 
 pub fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
-    debug_assert_eq!(x.len(), y.len());
+    check_dot(x, y);
     x.iter().zip(y).map(|(a, b)| a * b).sum()
 }

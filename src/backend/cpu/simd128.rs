@@ -11,10 +11,18 @@ mod imp {
 
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
-    use crate::backend::cpu::repack::BlockQ4_0x4;
+    use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4};
+    use crate::backend::cpu::scalar::{check_dot, check_dot4, check_quantize};
     use crate::tensor::blocks::*;
 
-    pub fn kernels(base: Kernels) -> Kernels {
+    // Safety: this module is compiled only with simd128 enabled for the
+    // whole build (no wasm engine runs such a module without SIMD), so its
+    // intrinsics need no run-time check; the only unsafe operations are
+    // `v128_load`s, each of 16 bytes proven in bounds where it is made. Each
+    // kernel checks its slices' lengths (the `check_*` functions of
+    // `scalar.rs` and `repack.rs`) as every variant's does.
+
+    pub(in crate::backend::cpu) fn kernels(base: Kernels) -> Kernels {
         Kernels {
             quantize_q8_0,
             quantize_q8_1,
@@ -51,11 +59,17 @@ mod imp {
             + i32x4_extract_lane::<3>(v)
     }
 
+    /// The first 16 bytes of `p`; panics if it holds fewer. Every caller
+    /// passes a part of a typed array or of a `chunks_exact` chunk, whose
+    /// length the compiler knows, so the check is folded away.
     #[inline(always)]
     fn load16<T>(p: &[T]) -> v128 {
-        debug_assert!(std::mem::size_of_val(p) >= 16);
-        // SAFETY: the slice holds at least 16 bytes; v128_load has no alignment
-        // requirement.
+        assert!(
+            std::mem::size_of_val(p) >= 16,
+            "a 16-byte load from a shorter slice"
+        );
+        // SAFETY: the slice holds at least 16 bytes (asserted above); v128_load
+        // has no alignment requirement.
         unsafe { v128_load(p.as_ptr().cast()) }
     }
 
@@ -67,6 +81,14 @@ mod imp {
     }
 
     fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
+        check_quantize(x, y);
+        quantize_q8_0_blocks(x, y)
+    }
+
+    /// `quantize_q8_0` without the length check: whole chunks of 32 values
+    /// that have a block to go to.
+    #[inline(always)]
+    fn quantize_q8_0_blocks(x: &[f32], y: &mut [BlockQ8_0]) {
         for (x, b) in x.chunks_exact(QK).zip(y) {
             let v: [v128; 8] = std::array::from_fn(|k| load16(&x[4 * k..]));
             let mut m = f32x4_abs(v[0]);
@@ -104,10 +126,12 @@ mod imp {
     }
 
     fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
-        crate::backend::cpu::scalar::q8_1_from_q8_0(x, y, quantize_q8_0)
+        // `q8_1_from_q8_0` checks the lengths, then passes one block at a time.
+        crate::backend::cpu::scalar::q8_1_from_q8_0(x, y, |x, y| quantize_q8_0_blocks(x, y))
     }
 
     fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
+        // `q8_k_with` checks the lengths, then passes one block at a time.
         crate::backend::cpu::scalar::q8_k_with(x, y, |x, iscale, q| {
             let s = f32x4_splat(iscale);
             for k in 0..QK_K / 4 {
@@ -147,6 +171,7 @@ mod imp {
     }
 
     fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
+        check_dot(x, y);
         let mut sum = 0.0f32;
         for (x, y) in x.iter().zip(y) {
             sum += q5_dot(&x.qs, x.qh, &y.qs, 16) as f32 * x.d.to_f32() * y.d.to_f32();
@@ -155,6 +180,7 @@ mod imp {
     }
 
     fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
+        check_dot(x, y);
         let mut sum = 0.0f32;
         for (x, y) in x.iter().zip(y) {
             let sumi = q5_dot(&x.qs, x.qh, &y.qs, 0);
@@ -164,6 +190,7 @@ mod imp {
     }
 
     fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+        check_dot(x, y);
         let mut sum = 0.0f32;
         for (x, y) in x.iter().zip(y) {
             let s = i32x4_add(
@@ -176,6 +203,7 @@ mod imp {
     }
 
     fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        check_dot(x, y);
         let mut sum = 0.0f32;
         let eight = i8x16_splat(8);
         for (x, y) in x.iter().zip(y) {
@@ -192,6 +220,7 @@ mod imp {
     /// Four activation rows per weight row, each summed exactly as
     /// `vec_dot_q4_1_q8_1` sums it.
     fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        check_dot4(x, &y);
         let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
         let mut sum = [0.0f32; 4];
         for b in 0..n {
@@ -208,6 +237,7 @@ mod imp {
     }
 
     fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+        check_dot(x, y);
         let mut sum = 0.0f32;
         for (x, y) in x.iter().zip(y) {
             let (lo, hi) = nibbles(&x.qs);
@@ -222,6 +252,7 @@ mod imp {
     /// exact and scaled in `vec_dot`'s order, so outputs equal the scalar
     /// `vec_dot` of each row.
     fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+        check_gemv(group, x, out, 4);
         let mut acc = f32x4_splat(0.0);
         let eight = i8x16_splat(8);
         for (b, y) in group.iter().zip(x) {
@@ -287,11 +318,13 @@ mod imp {
     }
 
     fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
+        check_dot(x, y);
         let n = x.len().min(y.len());
         let mut acc = [f32x4_splat(0.0); 2];
         let mut i = 0;
         while i + 8 <= n {
-            // SAFETY: 8 f16 (16 bytes) remain at i in both slices.
+            // SAFETY: 8 f16 (16 bytes) remain at i in both slices (i + 8 <= n,
+            // the shorter length).
             let (xv, yv) = unsafe {
                 (
                     v128_load(x.as_ptr().add(i).cast()),
@@ -316,21 +349,29 @@ mod imp {
     }
 
     fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
-        // SAFETY: the module is built with simd128.
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
         unsafe { kquant_dot::q4_k::<Simd128Dots>(x, y) }
     }
     fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
-        // SAFETY: as above.
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
         unsafe { kquant_dot::q5_k::<Simd128Dots>(x, y) }
     }
     fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
-        // SAFETY: as above.
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
         unsafe { kquant_dot::q6_k::<Simd128Dots>(x, y) }
     }
 
     /// Exact integer primitives for the k-quant kernels.
     struct Simd128Dots;
 
+    // The methods' safety contract is the trait's (the variant's features:
+    // simd128, compiled in); they use only safe `load16`s of typed arrays.
     impl IntDots for Simd128Dots {
         #[inline(always)]
         unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
@@ -384,15 +425,21 @@ mod imp {
     }
 
     fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
+        check_dot(x, y);
         let n = x.len().min(y.len());
         let mut acc = [f32x4_splat(0.0); 4];
         let mut i = 0;
         while i + 16 <= n {
             for (k, a) in acc.iter_mut().enumerate() {
-                *a = f32x4_add(
-                    *a,
-                    f32x4_mul(load16(&x[i + 4 * k..]), load16(&y[i + 4 * k..])),
-                );
+                // SAFETY: 4 f32 (16 bytes) remain at i + 4k in both slices
+                // (i + 4k + 4 <= i + 16 <= n, the shorter length).
+                let (xv, yv) = unsafe {
+                    (
+                        v128_load(x.as_ptr().add(i + 4 * k).cast()),
+                        v128_load(y.as_ptr().add(i + 4 * k).cast()),
+                    )
+                };
+                *a = f32x4_add(*a, f32x4_mul(xv, yv));
             }
             i += 16;
         }
@@ -410,11 +457,11 @@ mod imp {
 }
 
 #[cfg(target_feature = "simd128")]
-pub use imp::kernels;
+pub(super) use imp::kernels;
 
 /// Without simd128 in the module the variant is never supported, so this
 /// table is never asked for; it is the scalar one.
 #[cfg(not(target_feature = "simd128"))]
-pub fn kernels(base: super::kernels::Kernels) -> super::kernels::Kernels {
+pub(super) fn kernels(base: super::kernels::Kernels) -> super::kernels::Kernels {
     base
 }

@@ -4,6 +4,7 @@
 //! scalar kernel's order, so results equal the scalar kernels' bit for bit.
 
 use std::arch::asm;
+use std::mem::{offset_of, size_of};
 
 use super::features::{CpuFeatures, Feature};
 use super::kernels::Kernels;
@@ -11,11 +12,33 @@ use super::neon::fp16;
 use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
 
+// The asm below hard-codes these layouts; a change fails the build here.
+// `q8_0_block_sums`, `q4_0_block_sums`: a block's quants start 2 bytes in
+// (after the f16 scale); Q8_0 blocks are 34 bytes apart and hold 32 quants
+// (read as two 16-byte halves), Q4_0 blocks 18 apart with 16 bytes of quants.
+const _: () = assert!(offset_of!(BlockQ8_0, qs) == 2);
+const _: () = assert!(size_of::<BlockQ8_0>() == 34);
+const _: () = assert!(size_of::<[i8; QK]>() == 32);
+const _: () = assert!(offset_of!(BlockQ4_0, qs) == 2);
+const _: () = assert!(size_of::<BlockQ4_0>() == 18);
+const _: () = assert!(size_of::<[u8; QK / 2]>() == 16);
+// `block_x8i8`: four 32-byte loads at 0, 32, 64, 96 of a 128-byte `qs` (the
+// rest of a BlockQ4_0x8 is its 8 f16 scales), 8-byte loads at 0, 8, 16, 24
+// of a Q8_0 block's 32 quants, two 8-word stores into 16 words.
+const _: () = assert!(offset_of!(BlockQ4_0x8, qs) == 16);
+const _: () = assert!(size_of::<BlockQ4_0x8>() == 16 + 128);
+
 /// SVE kernels over `base` (the best NEON table, for what SVE does not
 /// replace). The Q4_0/Q8_0 dots replace NEON's only without dotprod (A64FX):
 /// with SDOT, NEON's per-block code is shorter (bench-kernels under qemu). The
-/// 8x8 GEMV needs vectors of at least 256 bits.
-pub fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
+/// 8x8 GEMV needs vectors of at least 256 bits. Panics unless this CPU has
+/// SVE: every kernel here relies on it, so it is checked here, once per
+/// table, and not only by the caller.
+pub(super) fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
+    assert!(
+        std::arch::is_aarch64_feature_detected!("sve"),
+        "the sve kernel table needs sve, which this CPU lacks"
+    );
     let mut k = base;
     if !features.has(Feature::Dotprod) {
         k.vec_dot_q4_0_q8_0 = vec_dot_q4_0_q8_0;
@@ -25,6 +48,8 @@ pub fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
         k.vec_dot4_q8_0_q8_0 = None;
     }
     if features.sve_bytes >= 32 {
+        // Memory-safe at any vector length (see `block_x8i8`); correct from
+        // 256 bits, which `sve_bytes` says.
         k.gemv_q4_0_x8i8 = gemv_q4_0_x8i8;
     }
     k
@@ -35,23 +60,29 @@ pub fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
 /// # Safety
 /// The CPU must support SVE.
 #[target_feature(enable = "sve")]
-pub unsafe fn vector_bytes() -> usize {
+pub(super) unsafe fn vector_bytes() -> usize {
     let n: usize;
     asm!("cntb {n}", n = out(reg) n, options(pure, nomem, nostack));
     n
 }
 
-// Safe wrappers. SAFETY: the SVE table is only built when SVE was detected.
+// Safety. Every `unsafe fn` of this module needs an SVE CPU
+// (`#[target_feature(enable = "sve")]`). The safe wrappers below are private
+// and reachable only through the table `kernels` builds, which it builds
+// only after detecting SVE; each checks its slices' lengths before the
+// call, and hands the asm loops only counts and buffers it has sized.
 
 /// Blocks per call of the asm loops (their integer sums go to a stack buffer).
 const CHUNK: usize = 64;
 
 fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
     let mut sum = 0.0f32;
     let mut sums = [0i32; CHUNK];
     for (x, y) in x.chunks(CHUNK).zip(y.chunks(CHUNK)) {
-        let n = x.len().min(y.len());
-        unsafe { q8_0_block_sums(x.as_ptr(), y.as_ptr(), n, sums.as_mut_ptr()) };
+        // SAFETY: only reachable through the table built after detecting
+        // SVE; the callee bounds its loop by both slices and `sums`.
+        let n = unsafe { q8_0_block_sums(x, y, &mut sums) };
         for ((x, y), &sumi) in x.iter().zip(y).zip(&sums[..n]) {
             sum += sumi as f32 * (fp16(x.d) * fp16(y.d));
         }
@@ -60,11 +91,13 @@ fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
 }
 
 fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
     let mut sum = 0.0f32;
     let mut sums = [0i32; CHUNK];
     for (x, y) in x.chunks(CHUNK).zip(y.chunks(CHUNK)) {
-        let n = x.len().min(y.len());
-        unsafe { q4_0_block_sums(x.as_ptr(), y.as_ptr(), n, sums.as_mut_ptr()) };
+        // SAFETY: only reachable through the table built after detecting
+        // SVE; the callee bounds its loop by both slices and `sums`.
+        let n = unsafe { q4_0_block_sums(x, y, &mut sums) };
         for ((x, y), &sumi) in x.iter().zip(y).zip(&sums[..n]) {
             sum += sumi as f32 * fp16(x.d) * fp16(y.d);
         }
@@ -72,11 +105,21 @@ fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
     sum
 }
 
-/// sums[i] = x[i].qs · y[i].qs for `n` (> 0) Q8_0 block pairs. Each block's 32
-/// bytes are read as two 16-byte halves under a 16-lane predicate, so this is
-/// correct at every vector length.
+/// sums[i] = x[i].qs · y[i].qs for the first `n` Q8_0 block pairs, where `n`
+/// (returned) is the least of the two lengths and `CHUNK`. Each block's 32
+/// bytes are read as two 16-byte halves under a 16-lane predicate, so this
+/// is correct at every vector length.
+///
+/// # Safety
+/// The CPU must have SVE. (Any lengths: the loop runs `n` times and reads
+/// only the `qs` of blocks below `n`; layouts asserted at the top.)
 #[target_feature(enable = "sve")]
-unsafe fn q8_0_block_sums(x: *const BlockQ8_0, y: *const BlockQ8_0, n: usize, sums: *mut i32) {
+unsafe fn q8_0_block_sums(x: &[BlockQ8_0], y: &[BlockQ8_0], sums: &mut [i32; CHUNK]) -> usize {
+    let n = x.len().min(y.len()).min(CHUNK);
+    // The loop counts down to zero after each block: it must not start at 0.
+    if n == 0 {
+        return 0;
+    }
     asm!(
         "ptrue p0.b, vl16",
         "ptrue p1.s",
@@ -95,23 +138,34 @@ unsafe fn q8_0_block_sums(x: *const BlockQ8_0, y: *const BlockQ8_0, n: usize, su
         "add {y}, {y}, #34",
         "subs {n}, {n}, #1",
         "b.ne 2b",
-        x = inout(reg) (x as *const u8).add(2) => _,
-        y = inout(reg) (y as *const u8).add(2) => _,
+        x = inout(reg) x.as_ptr().cast::<u8>().add(2) => _,
+        y = inout(reg) y.as_ptr().cast::<u8>().add(2) => _,
         n = inout(reg) n => _,
-        out = inout(reg) sums => _,
+        out = inout(reg) sums.as_mut_ptr() => _,
         sixteen = in(reg) 16usize,
         t = out(reg) _,
         out("z0") _, out("z1") _, out("z2") _, out("z3") _, out("z4") _, out("z5") _,
         out("p0") _, out("p1") _,
         options(nostack),
     );
+    n
 }
 
-/// sums[i] = Σ (nibble - 8) · y for `n` (> 0) Q4_0 / Q8_0 block pairs: the 16
-/// low nibbles meet y[0..16], the 16 high nibbles y[16..32]; a 16-lane predicate
-/// keeps this correct at every vector length.
+/// sums[i] = Σ (nibble - 8) · y for the first `n` Q4_0 / Q8_0 block pairs,
+/// where `n` (returned) is the least of the two lengths and `CHUNK`: the 16
+/// low nibbles meet y[0..16], the 16 high nibbles y[16..32]; a 16-lane
+/// predicate keeps this correct at every vector length.
+///
+/// # Safety
+/// The CPU must have SVE. (Any lengths: the loop runs `n` times and reads
+/// only the `qs` of blocks below `n`; layouts asserted at the top.)
 #[target_feature(enable = "sve")]
-unsafe fn q4_0_block_sums(x: *const BlockQ4_0, y: *const BlockQ8_0, n: usize, sums: *mut i32) {
+unsafe fn q4_0_block_sums(x: &[BlockQ4_0], y: &[BlockQ8_0], sums: &mut [i32; CHUNK]) -> usize {
+    let n = x.len().min(y.len()).min(CHUNK);
+    // The loop counts down to zero after each block: it must not start at 0.
+    if n == 0 {
+        return 0;
+    }
     asm!(
         "ptrue p0.b, vl16",
         "ptrue p1.s",
@@ -134,16 +188,17 @@ unsafe fn q4_0_block_sums(x: *const BlockQ4_0, y: *const BlockQ8_0, n: usize, su
         "add {y}, {y}, #34",
         "subs {n}, {n}, #1",
         "b.ne 2b",
-        x = inout(reg) (x as *const u8).add(2) => _,
-        y = inout(reg) (y as *const u8).add(2) => _,
+        x = inout(reg) x.as_ptr().cast::<u8>().add(2) => _,
+        y = inout(reg) y.as_ptr().cast::<u8>().add(2) => _,
         n = inout(reg) n => _,
-        out = inout(reg) sums => _,
+        out = inout(reg) sums.as_mut_ptr() => _,
         sixteen = in(reg) 16usize,
         t = out(reg) _,
         out("z0") _, out("z1") _, out("z2") _, out("z3") _, out("z4") _, out("z5") _, out("z6") _,
         out("p0") _, out("p1") _,
         options(nostack),
     );
+    n
 }
 
 /// 8x8 layout (chosen for 256-bit SVE): per block, eight exact integer row sums,
@@ -151,11 +206,13 @@ unsafe fn q4_0_block_sums(x: *const BlockQ4_0, y: *const BlockQ8_0, n: usize, su
 /// row. Correct at any vector length of 256 bits or more (only the first 32
 /// bytes of each vector are used); not in the table below that.
 fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    super::repack::check_gemv(group, x, out, 8);
     let mut acc = [0f32; 8];
     for (b, y) in group.iter().zip(x) {
         let mut lanes = [0i32; 16];
-        // SAFETY: SVE was detected (this table exists only then) and this
-        // layout is only chosen at 256 bits or more.
+        // SAFETY: only reachable through the table built after detecting SVE
+        // (and only placed there at 256 bits or more, for correctness); the
+        // arguments are typed blocks and a 16-word buffer.
         unsafe { block_x8i8(b, y, &mut lanes) };
         let dy = fp16(y.d);
         for r in 0..8 {
@@ -168,6 +225,14 @@ fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
 
 /// Word 2r+p of `lanes` gets half p of row r's sum: each 32-byte load is 8
 /// bytes of 4 rows, and LD1RD broadcasts the matching 8 activation bytes.
+///
+/// # Safety
+/// The CPU must have SVE. Memory-safe at every vector length: the loads are
+/// under `vl32` predicates (32 bytes at 0, 32, 64, 96 of the 128-byte `qs`)
+/// or are LD1RD (8 bytes at 0, 8, 16, 24 of the 32-byte `y.qs`), and the
+/// stores under a `vl8` predicate (8 words at 0 and 8 of the 16 of `lanes`);
+/// below 256 bits those predicates are all false, and nothing is read or
+/// written (the results are then wrong: the table uses this only from 256).
 #[target_feature(enable = "sve")]
 unsafe fn block_x8i8(b: &BlockQ4_0x8, y: &BlockQ8_0, lanes: &mut [i32; 16]) {
     let qs = b.qs.as_ptr();

@@ -83,7 +83,7 @@ impl ModelArgs {
             }
             true
         };
-        let model = Model::load(file, *registry.cpu().kernels(), Some(&mut bar))?;
+        let model = Model::load(file, registry.cpu().clone(), Some(&mut bar))?;
         if interactive {
             eprint!("\r{:60}\r", "");
         }
@@ -205,7 +205,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         let mut v = serde_json::to_value(&result).map_err(|e| {
             lamina::Error::InvalidArgument(format!("cannot encode the result: {e}"))
         })?;
-        v["cpu_variant"] = json!(ctx.model().kernels().variant.to_string());
+        v["cpu_variant"] = json!(ctx.cpu_variant());
         v["n_threads"] = json!(ctx.n_threads());
         return write_stdout(&format!("{v}\n"));
     }
@@ -218,7 +218,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         t.predicted_n,
         t.predicted_per_second,
         result.stop_reason,
-        ctx.model().kernels().variant,
+        ctx.cpu_variant(),
         ctx.n_threads()
     );
     Ok(())
@@ -237,6 +237,9 @@ pub struct BenchArgs {
     /// Repetitions of each test.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub reps: usize,
+    /// Tokens in the cache before each test (llama-bench's -d).
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    pub depth: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -244,7 +247,8 @@ pub struct BenchArgs {
 pub fn bench(registry: &CpuRegistry, threads: usize, a: BenchArgs) -> lamina::Result<()> {
     let mut ctx = a.model.open(registry, threads)?;
     let name = file_name(&a.model.model);
-    let results = lamina::bench::bench(&mut ctx, &name, a.n_prompt, a.n_gen, a.reps)?;
+    let results =
+        lamina::bench::bench_at_depth(&mut ctx, &name, a.n_prompt, a.n_gen, a.reps, a.depth)?;
     if a.json {
         let v = serde_json::to_string_pretty(&results).map_err(|e| {
             lamina::Error::InvalidArgument(format!("cannot encode the results: {e}"))
@@ -256,11 +260,14 @@ pub fn bench(registry: &CpuRegistry, threads: usize, a: BenchArgs) -> lamina::Re
         "model", "variant", "threads", "test", "t/s", "", "", "", "", ""
     );
     for r in &results {
-        let test = if r.n_prompt > 0 {
+        let mut test = if r.n_prompt > 0 {
             format!("pp{}", r.n_prompt)
         } else {
             format!("tg{}", r.n_gen)
         };
+        if r.n_depth > 0 {
+            test += &format!(" @ d{}", r.n_depth);
+        }
         text += &format!(
             "| {:<28} | {:<12} | {:>7} | {:>12} | {:>20} |\n",
             r.model_type,
@@ -301,7 +308,7 @@ pub fn perplexity(registry: &CpuRegistry, threads: usize, a: PerplexityArgs) -> 
             "perplexity needs a chunk size: -c N".into(),
         ));
     }
-    let n_seq = (a.model.n_batch / n_chunk).clamp(1, lamina::context::kv_cache::MAX_SEQUENCES);
+    let n_seq = (a.model.n_batch / n_chunk).clamp(1, lamina::kv::MAX_SEQUENCES);
     let mut args = a.model.clone();
     args.n_ctx = n_chunk * n_seq;
     args.n_batch = args.n_ctx.max(a.model.n_batch.min(n_chunk));

@@ -1,0 +1,383 @@
+//! The engine's path is the tested path: every op of the CPU backend, called
+//! as the model code calls it (`Device::bind_matrix`, `Backend::mul_mat`,
+//! `attention`, norms, RoPE, activations, cache rows), for every variant this
+//! machine supports at 1 and 2 threads, against the scalar backend on random
+//! data. Ops built from exact kernels must match bit for bit; products and
+//! attention through kernels that accumulate in vector lanes (AVX2's legacy
+//! quant dots, its f16/f32 dots) may differ by float rounding, bounded by
+//! n·ε·Σ|terms| (here: a relative 1e-5 of the row's magnitude, far above
+//! that bound and far below any real error).
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use std::sync::Arc;
+
+use common::{ggml_test_values, Rng};
+use lamina::backend::cpu::{CpuDevice, CpuVariant};
+use lamina::backend::{
+    AttentionArgs, Backend, CacheBuffer, CacheRows, CacheType, Device, Matrix, Rope, RopeKind,
+    WeightSource,
+};
+use lamina::gguf::{GgufFile, GgufWriter};
+use lamina::tensor::DType;
+
+fn devices() -> Vec<(CpuVariant, Arc<dyn Device>)> {
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    CpuVariant::compiled_variants()
+        .into_iter()
+        .filter(|v| v.supported(cpu.features()))
+        .map(|v| (v, cpu.with_variant(v).unwrap().shared()))
+        .collect()
+}
+
+fn scalar() -> Arc<dyn Device> {
+    CpuDevice::new(Some("scalar")).unwrap().shared()
+}
+
+/// A file holding one `rows x cols` tensor of random values in `dtype`.
+fn weight_file(dtype: DType, rows: usize, cols: usize, seed: u64) -> Arc<GgufFile> {
+    let values = ggml_test_values(seed, rows * cols);
+    let bytes = lamina::tensor::convert::from_f32(dtype, &values)
+        .unwrap_or_else(|_| vec![0x11; rows * dtype.bytes_for(cols)]);
+    let mut w = GgufWriter::new();
+    w.add_tensor("w", dtype.ggml_type(), &[cols as u64, rows as u64], bytes)
+        .unwrap();
+    Arc::new(GgufFile::from_bytes(w.to_bytes()).unwrap())
+}
+
+fn bind(device: &dyn Device, file: &Arc<GgufFile>, table: bool) -> Matrix {
+    let info = file.tensor("w").unwrap();
+    let start = (file.data_offset() + info.offset) as usize;
+    let src = WeightSource {
+        name: "w",
+        dtype: DType::of_tensor(info.ggml_type, "w").unwrap(),
+        rows: info.shape[1] as usize,
+        cols: info.shape[0] as usize,
+        file,
+        range: start..start + info.n_bytes as usize,
+    };
+    if table {
+        device.bind_table(src).unwrap()
+    } else {
+        device.bind_matrix(src).unwrap()
+    }
+}
+
+/// Whether a variant's product with `dtype` weights must equal the scalar's
+/// bit for bit (see the module note).
+fn exact_product(variant: CpuVariant, dtype: DType) -> bool {
+    variant != CpuVariant::Avx2 || matches!(dtype, DType::Q4_K | DType::Q5_K | DType::Q6_K)
+}
+
+fn assert_rows_close(what: &str, got: &[f32], want: &[f32], width: usize, exact: bool) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    if exact {
+        if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
+            panic!(
+                "{what}: value {i} is {} where the scalar backend gives {}",
+                got[i], want[i]
+            );
+        }
+        return;
+    }
+    for (r, (g, w)) in got.chunks(width).zip(want.chunks(width)).enumerate() {
+        let mag = w.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+        for (c, (a, b)) in g.iter().zip(w).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * mag,
+                "{what}: row {r} col {c}: {a} vs scalar {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn products_through_the_backend_match_the_scalar_backend() {
+    let types = [
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q5_K,
+        DType::Q6_K,
+        DType::F16,
+        DType::F32,
+    ];
+    // 20 rows: two whole 8-row groups and a tail; 256 columns for the k-quants.
+    let (rows, cols) = (20, 256);
+    let reference = scalar();
+    let mut rng = Rng::new(11);
+    for (t, &dtype) in types.iter().enumerate() {
+        let file = weight_file(dtype, rows, cols, 100 + t as u64);
+        let want_m = bind(reference.as_ref(), &file, false);
+        let mut want_be = reference.create_backend(1).unwrap();
+        for n in [1usize, 3, 5] {
+            let x = ggml_test_values(rng.next_u64(), n * cols);
+            let mut want = vec![0f32; n * rows];
+            want_be.mul_mat(&want_m, &x, n, &mut want).unwrap();
+            for (variant, device) in devices() {
+                let m = bind(device.as_ref(), &file, false);
+                for threads in [1, 2] {
+                    let Ok(mut be) = device.create_backend(threads) else {
+                        continue; // the single-thread wasm build has no pool
+                    };
+                    let mut got = vec![f32::NAN; n * rows];
+                    be.mul_mat(&m, &x, n, &mut got).unwrap();
+                    let what = format!("{dtype} {variant} {threads} t, {n} rows");
+                    assert_rows_close(&what, &got, &want, rows, exact_product(variant, dtype));
+                }
+            }
+        }
+        // Shapes are checked: a wrong output length is an error, not a write.
+        let mut be = reference.create_backend(1).unwrap();
+        assert!(be
+            .mul_mat(&want_m, &vec![0.0; cols], 1, &mut [0.0; 3])
+            .is_err());
+    }
+}
+
+#[test]
+fn unsupported_product_types_are_refused_when_bound() {
+    let file = weight_file(DType::Q2_K, 4, 256, 7);
+    for (_, device) in devices() {
+        let info = file.tensor("w").unwrap();
+        let start = (file.data_offset() + info.offset) as usize;
+        let src = WeightSource {
+            name: "w",
+            dtype: DType::Q2_K,
+            rows: 4,
+            cols: 256,
+            file: &file,
+            range: start..start + info.n_bytes as usize,
+        };
+        let e = device.bind_matrix(src.clone()).err().unwrap();
+        assert!(e.to_string().contains("'w' is Q2_K"), "{e}");
+        // Rows of it can still be read (an embedding table).
+        let table = device.bind_table(src).unwrap();
+        let mut be = device.create_backend(1).unwrap();
+        let mut out = vec![0f32; 2 * 256];
+        be.get_rows(&table, &[3, 0], &mut out).unwrap();
+        assert!(be.get_rows(&table, &[4], &mut out[..256]).is_err());
+    }
+}
+
+/// Runs `f` on the scalar backend and on every variant's, and compares.
+fn each_backend(what: &str, exact: bool, width: usize, f: impl Fn(&mut dyn Backend) -> Vec<f32>) {
+    let want = f(scalar().create_backend(1).unwrap().as_mut());
+    for (variant, device) in devices() {
+        for threads in [1, 2] {
+            let Ok(mut be) = device.create_backend(threads) else {
+                continue;
+            };
+            let got = f(be.as_mut());
+            let exact = exact || variant == CpuVariant::Scalar;
+            assert_rows_close(
+                &format!("{what} {variant} {threads} t"),
+                &got,
+                &want,
+                width,
+                exact,
+            );
+        }
+    }
+}
+
+#[test]
+fn row_ops_match_the_scalar_backend_bit_for_bit() {
+    let d = 96;
+    let n = 5;
+    let x = ggml_test_values(21, n * d);
+    let w = ggml_test_values(22, d);
+    let b = ggml_test_values(23, d);
+    each_backend("rms_norm", true, d, |be| {
+        let mut out = vec![0.0; n * d];
+        be.rms_norm(&x, &w, 1e-5, &mut out).unwrap();
+        out
+    });
+    each_backend("layer_norm", true, d, |be| {
+        let mut out = x.clone();
+        be.layer_norm(&mut out, &w, &b, 1e-12).unwrap();
+        out
+    });
+    each_backend("silu_mul", true, d, |be| {
+        let mut g = x.clone();
+        be.silu_mul(&mut g, &x).unwrap();
+        g
+    });
+    each_backend("gelu", true, d, |be| {
+        let mut g = x.clone();
+        be.gelu(&mut g).unwrap();
+        g
+    });
+    for kind in [RopeKind::Normal, RopeKind::Neox] {
+        let rope = Rope {
+            kind,
+            head_dim: 32,
+            dim: 32,
+            base: 10000.0,
+            freq_scale: 1.0,
+            freq_factors: None,
+        };
+        each_backend("rope", true, d, |be| {
+            let mut r = x.clone();
+            be.rope(&rope, &mut r, &[0, 1, 7, 300, 4095]).unwrap();
+            r
+        });
+    }
+    // Wrong shapes are errors.
+    let mut be = scalar().create_backend(1).unwrap();
+    assert!(be
+        .rms_norm(&x, &w[..95], 1e-5, &mut vec![0.0; n * d])
+        .is_err());
+    assert!(be.add(&mut vec![0.0; 3], &[1.0; 4]).is_err());
+}
+
+#[test]
+fn attention_matches_the_scalar_backend() {
+    let (n_head, n_head_kv, hd) = (4, 2, 64);
+    let (n, cells) = (3, 11);
+    let kv_w = n_head_kv * hd;
+    let q = ggml_test_values(31, n * n_head * hd);
+    let k = ggml_test_values(32, cells * kv_w);
+    let v = ggml_test_values(33, cells * kv_w);
+    // Cells 0..8 belong to sequence 0 at positions 0..8, 8..11 to sequence 1.
+    let cell_pos: Vec<i32> = (0..cells as i32)
+        .map(|c| if c < 8 { c } else { c - 8 })
+        .collect();
+    let cell_seqs: Vec<u64> = (0..cells).map(|c| if c < 8 { 1 } else { 2 }).collect();
+    let (query_pos, query_seq) = ([7, 2, 5], [0u32, 1, 0]);
+    let host = scalar().buffer_type();
+    for ty in [CacheType::F16, CacheType::F32, CacheType::Q8_0] {
+        let mut kb = CacheBuffer::new(host.as_ref(), ty, kv_w, cells).unwrap();
+        let mut vb = CacheBuffer::new(host.as_ref(), ty, kv_w, cells).unwrap();
+        {
+            let mut be = scalar().create_backend(1).unwrap();
+            for c in 0..cells {
+                be.set_row(&k[c * kv_w..(c + 1) * kv_w], kb.view_mut(), c)
+                    .unwrap();
+                be.set_row(&v[c * kv_w..(c + 1) * kv_w], vb.view_mut(), c)
+                    .unwrap();
+            }
+            let mut row = vec![0.0; kv_w];
+            be.get_row(kb.view(), 3, &mut row).unwrap();
+            if ty == CacheType::F32 {
+                assert_eq!(row, &k[3 * kv_w..4 * kv_w]);
+            }
+            assert!(be.get_row(kb.view(), cells, &mut row).is_err());
+        }
+        for causal in [true, false] {
+            let args = AttentionArgs {
+                q: &q,
+                k: kb.view(),
+                v: vb.view(),
+                n_head,
+                n_head_kv,
+                head_dim: hd,
+                scale: 0.125,
+                cell_pos: &cell_pos,
+                cell_seqs: &cell_seqs,
+                query_pos: &query_pos,
+                query_seq: &query_seq,
+                causal,
+            };
+            // The K dots of some variants accumulate in lanes (AVX2's).
+            each_backend(
+                &format!("attention {} causal {causal}", ty.name()),
+                false,
+                hd,
+                |be| {
+                    let mut out = vec![0.0; n * n_head * hd];
+                    be.attention(&args, &mut out).unwrap();
+                    out
+                },
+            );
+        }
+        // A mismatched shape is an error naming it, not a silent zero.
+        let bad = AttentionArgs {
+            q: &q[..hd],
+            k: kb.view(),
+            v: vb.view(),
+            n_head,
+            n_head_kv,
+            head_dim: hd,
+            scale: 0.125,
+            cell_pos: &cell_pos,
+            cell_seqs: &cell_seqs,
+            query_pos: &query_pos,
+            query_seq: &query_seq,
+            causal: true,
+        };
+        let mut out = vec![0.0; hd];
+        let mut be = scalar().create_backend(1).unwrap();
+        assert!(be.attention(&bad, &mut out).is_err());
+        let short = CacheRows::F32(&k[..kv_w], kv_w);
+        let bad = AttentionArgs { k: short, ..bad };
+        assert!(be.attention(&bad, &mut vec![0.0; n * n_head * hd]).is_err());
+    }
+}
+
+/// A GEMV kernel handed an output shorter than its group of rows refuses
+/// (a panic before any write) instead of writing past the slice: this once
+/// wrote 8 floats into a 1-element slice (AVX2), 4 on NEON.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn gemv_kernels_never_write_past_their_output() {
+    use lamina::backend::cpu::repack::{BlockQ4_0x4, BlockQ4_0x8};
+    use lamina::tensor::blocks::{Block, BlockQ8_0};
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    let x = vec![BlockQ8_0::zeroed(); 2];
+    let g4 = vec![
+        BlockQ4_0x4 {
+            d: [half::f16::ONE; 4],
+            qs: [0x99; 64]
+        };
+        2
+    ];
+    let g8 = vec![
+        BlockQ4_0x8 {
+            d: [half::f16::ONE; 8],
+            qs: [0x99; 128]
+        };
+        2
+    ];
+    for variant in CpuVariant::compiled_variants() {
+        if !variant.supported(cpu.features()) {
+            continue;
+        }
+        let k = cpu.kernels_for(variant).unwrap();
+        let calls: [(&str, Box<dyn Fn(&mut [f32])>); 3] = [
+            (
+                "x4i4",
+                Box::new(|o: &mut [f32]| (k.gemv_q4_0_x4i4)(&g4, &x, o)),
+            ),
+            (
+                "x4i8",
+                Box::new(|o: &mut [f32]| (k.gemv_q4_0_x4i8)(&g4, &x, o)),
+            ),
+            (
+                "x8i8",
+                Box::new(|o: &mut [f32]| (k.gemv_q4_0_x8i8)(&g8, &x, o)),
+            ),
+        ];
+        for (name, call) in calls {
+            let mut guard = [7.0f32; 16];
+            let r =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&mut guard[..1])));
+            assert!(
+                r.is_err(),
+                "{variant} {name}: a 1-element output was accepted"
+            );
+            assert!(
+                guard.iter().all(|&v| v == 7.0),
+                "{variant} {name} wrote past its output"
+            );
+            let mut out = [0.0f32; 8];
+            call(&mut out);
+        }
+    }
+}

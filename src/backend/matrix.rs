@@ -1,0 +1,120 @@
+//! A weight matrix as a device holds it. The model code binds each weight
+//! through `Device::bind_matrix` and hands the result back to the backend's
+//! ops; what is inside (bytes read in place from the file, or a repacked
+//! copy) is the device's business.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::backend::cpu::repack::RepackedQ4_0;
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use crate::tensor::DType;
+
+/// A tensor of a model file, as the model code names it.
+#[derive(Clone)]
+pub struct WeightSource<'a> {
+    pub name: &'a str,
+    pub dtype: DType,
+    /// Rows (the product of every dimension but the first).
+    pub rows: usize,
+    /// Values per row (the first dimension).
+    pub cols: usize,
+    pub file: &'a Arc<GgufFile>,
+    /// The tensor's bytes within `file.bytes()`.
+    pub range: Range<usize>,
+}
+
+/// Where a bound matrix's values live.
+pub(crate) enum Storage {
+    /// In the file's memory, read in place.
+    Mapped {
+        file: Arc<GgufFile>,
+        range: Range<usize>,
+    },
+    /// Copied at load into the CPU's repacked Q4_0 layout.
+    RepackedQ4_0(RepackedQ4_0),
+}
+
+/// A weight matrix bound to a device.
+pub struct Matrix {
+    name: String,
+    dtype: DType,
+    rows: usize,
+    cols: usize,
+    pub(crate) storage: Storage,
+}
+
+impl Matrix {
+    /// A matrix read in place from its file. The byte range must hold
+    /// exactly `rows` rows of `cols` values of `dtype`.
+    pub(crate) fn mapped(src: &WeightSource) -> Result<Matrix> {
+        let expected = src
+            .rows
+            .checked_mul(src.dtype.bytes_for(src.cols))
+            .ok_or_else(|| Error::InvalidArgument(format!("tensor '{}' is too large", src.name)))?;
+        if src.cols % src.dtype.block_size() != 0
+            || src.range.len() != expected
+            || src.range.end > src.file.bytes().len()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{}' ({}, {}x{}) does not fit its {} bytes",
+                src.name,
+                src.dtype,
+                src.rows,
+                src.cols,
+                src.range.len()
+            )));
+        }
+        Ok(Matrix {
+            name: src.name.to_string(),
+            dtype: src.dtype,
+            rows: src.rows,
+            cols: src.cols,
+            storage: Storage::Mapped {
+                file: src.file.clone(),
+                range: src.range.clone(),
+            },
+        })
+    }
+
+    pub(crate) fn repacked(src: &WeightSource, repacked: RepackedQ4_0) -> Matrix {
+        Matrix {
+            name: src.name.to_string(),
+            dtype: src.dtype,
+            rows: src.rows,
+            cols: src.cols,
+            storage: Storage::RepackedQ4_0(repacked),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The type of the file's tensor.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Whether the device keeps it in a layout of its own.
+    pub fn is_repacked(&self) -> bool {
+        matches!(self.storage, Storage::RepackedQ4_0(_))
+    }
+
+    /// Bytes the matrix takes where it lives.
+    pub fn size_bytes(&self) -> usize {
+        match &self.storage {
+            Storage::Mapped { range, .. } => range.len(),
+            Storage::RepackedQ4_0(_) => self.rows * self.dtype.bytes_for(self.cols),
+        }
+    }
+}
