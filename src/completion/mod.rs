@@ -117,6 +117,43 @@ impl Timings {
     }
 }
 
+/// Why a completion stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StopReason {
+    /// An end-of-generation token.
+    Eos,
+    /// A stop string.
+    Word,
+    /// `n_predict` tokens, or a full context that cannot shift.
+    Limit,
+    /// The abort handle (or `stopCompletion()`).
+    Abort,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Eos => "eos",
+            StopReason::Word => "word",
+            StopReason::Limit => "limit",
+            StopReason::Abort => "abort",
+        }
+    }
+}
+
+impl PartialEq<&str> for StopReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CompletionResult {
     pub text: String,
@@ -134,8 +171,8 @@ pub struct CompletionResult {
     pub stopped_limit: bool,
     pub stopped_aborted: bool,
     pub stopping_word: String,
-    /// "eos", "word", "limit" or "abort".
-    pub stop_reason: &'static str,
+    /// Why generation stopped (serialized as "eos", "word", "limit", "abort").
+    pub stop_reason: StopReason,
     pub truncated: bool,
     /// The prompt text as evaluated (the rendered chat, for messages).
     pub prompt: String,
@@ -232,7 +269,7 @@ pub struct CompletionRun {
     stream: TextStream,
     stops: StopMatcher,
     /// Why the run ended, once it has.
-    reason: Option<&'static str>,
+    reason: Option<StopReason>,
     stopping_word: String,
     n_generated_evaluated: usize,
     predicted_ms: f64,
@@ -324,7 +361,7 @@ impl Context {
             let batch = Batch::for_sequence(chunk, pos as i32, 0)?;
             match self.decode(&batch) {
                 Err(Error::Cancelled(_)) => {
-                    reason = Some("abort");
+                    reason = Some(StopReason::Abort);
                     break;
                 }
                 other => other?,
@@ -378,28 +415,28 @@ impl CompletionRun {
         let token = self.step(ctx);
         self.predicted_ms += t.elapsed_ms();
         if token.is_err() {
-            self.reason = Some("abort");
+            self.reason = Some(StopReason::Abort);
         }
         token
     }
 
     fn step(&mut self, ctx: &mut Context) -> Result<Option<GeneratedToken>> {
         if self.generated.len() >= self.limit {
-            return Ok(self.end("limit"));
+            return Ok(self.end(StopReason::Limit));
         }
         if ctx.abort_handle().is_aborted() {
-            return Ok(self.end("abort"));
+            return Ok(self.end(StopReason::Abort));
         }
         if let Some(token) = self.pending.take() {
             if self.pos >= ctx.n_ctx() {
                 if !self.context_shift {
-                    return Ok(self.end("limit"));
+                    return Ok(self.end(StopReason::Limit));
                 }
                 ctx.shift_context(self.n_keep, &mut self.pos)?;
                 self.truncated = true;
             }
             match ctx.decode(&Batch::for_sequence(&[token], self.pos as i32, 0)?) {
-                Err(Error::Cancelled(_)) => return Ok(self.end("abort")),
+                Err(Error::Cancelled(_)) => return Ok(self.end(StopReason::Abort)),
                 other => other?,
             }
             ctx.extend_prompt_cache(&[token]);
@@ -418,7 +455,7 @@ impl CompletionRun {
         self.generated.push(id);
         self.probs_out.push(probs.clone());
         if vocab.is_eog(id) {
-            self.reason = Some("eos");
+            self.reason = Some(StopReason::Eos);
             return Ok(Some(GeneratedToken {
                 id,
                 text: String::new(),
@@ -430,7 +467,7 @@ impl CompletionRun {
         let text = match self.stops.push(&piece) {
             Step::Emit(text) => text,
             Step::Stop(text, word) => {
-                self.reason = Some("word");
+                self.reason = Some(StopReason::Word);
                 self.stopping_word = word;
                 text
             }
@@ -440,7 +477,7 @@ impl CompletionRun {
     }
 
     /// Ends the run for `reason`; no token.
-    fn end(&mut self, reason: &'static str) -> Option<GeneratedToken> {
+    fn end(&mut self, reason: StopReason) -> Option<GeneratedToken> {
         self.reason = Some(reason);
         None
     }
@@ -448,11 +485,11 @@ impl CompletionRun {
     /// The result: text (with any held-back tail), ids, why it stopped,
     /// timings. A run stopped before its end is reported as aborted.
     pub fn finish(mut self) -> CompletionResult {
-        let mut reason = self.reason.unwrap_or("abort");
-        if reason != "word" {
+        let mut reason = self.reason.unwrap_or(StopReason::Abort);
+        if reason != StopReason::Word {
             let tail = self.stream.finish();
             if let Step::Stop(_, word) = self.stops.push(&tail) {
-                reason = "word";
+                reason = StopReason::Word;
                 self.stopping_word = word;
             } else {
                 self.stops.finish();
@@ -464,10 +501,10 @@ impl CompletionRun {
             tokens_evaluated: self.n_prompt_evaluated + self.n_generated_evaluated,
             tokens_cached: self.cached,
             prompt_ids: self.prompt_ids,
-            stopped_eos: reason == "eos",
-            stopped_word: reason == "word",
-            stopped_limit: reason == "limit",
-            stopped_aborted: reason == "abort",
+            stopped_eos: reason == StopReason::Eos,
+            stopped_word: reason == StopReason::Word,
+            stopped_limit: reason == StopReason::Limit,
+            stopped_aborted: reason == StopReason::Abort,
             stopping_word: self.stopping_word,
             stop_reason: reason,
             truncated: self.truncated,

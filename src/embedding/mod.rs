@@ -3,9 +3,9 @@
 //! causal forward pass, with the final norm's output instead of logits), then
 //! pooled per sequence — none (every token), mean, cls (position 0), last
 //! (highest position) or rank (the classifier head on the cls token).
-//! `Context::encode` + `embeddings_seq` / `embeddings_ith` are llama.h's
-//! calls; `embed` and `rerank` are llama.rn's, with llama-embedding's
-//! normalisation (`normalize`).
+//! `Context::encode` + `embeddings_seq` / `embeddings_ith` (in `context/`)
+//! are llama.h's calls; `embed` and `rerank` here are llama.rn's, built on
+//! that public API only, with llama-embedding's normalisation (`normalize`).
 
 mod normalize;
 

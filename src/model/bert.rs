@@ -246,12 +246,8 @@ impl Architecture for Bert {
             let len = n.checked_mul(width).ok_or_else(|| {
                 Error::InvalidArgument(format!("{n} tokens of {width} values are too many"))
             })?;
-            let mut v = Vec::new();
-            v.try_reserve_exact(len).map_err(|_| {
-                Error::InvalidArgument(format!("cannot allocate {len} values of scratch"))
-            })?;
-            v.resize(len, 0.0);
-            Ok(v)
+            // Zeroed by the allocator (pages are touched when used).
+            Ok(vec![0.0; len])
         };
         Ok(Box::new(State {
             max_tokens: n,

@@ -237,10 +237,8 @@ impl BufferType for RepackBufferType {
 /// Host memory, aligned for every kernel's loads.
 pub struct HostBufferType;
 
-/// Allocations are made of these, so they are 64-byte aligned.
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct CacheLine([u8; 64]);
+/// Every allocation's alignment (a cache line; enough for every kernel).
+const HOST_ALIGN: usize = 64;
 
 impl BufferType for HostBufferType {
     fn name(&self) -> &str {
@@ -248,23 +246,41 @@ impl BufferType for HostBufferType {
     }
 
     fn alignment(&self) -> usize {
-        64
+        HOST_ALIGN
     }
 
     fn alloc(&self, size: usize) -> Result<Box<dyn Buffer>> {
-        let lines = size.div_ceil(64);
-        let mut storage = Vec::new();
-        storage.try_reserve_exact(lines).map_err(|_| {
-            Error::InvalidArgument(format!("cannot allocate a CPU buffer of {size} bytes"))
-        })?;
-        storage.resize(lines, CacheLine([0; 64]));
-        Ok(Box::new(HostBuffer { storage, size }))
+        let too_large =
+            || Error::InvalidArgument(format!("cannot allocate a CPU buffer of {size} bytes"));
+        let layout = std::alloc::Layout::from_size_align(size.max(1), HOST_ALIGN)
+            .map_err(|_| too_large())?;
+        // Zeroed by the allocator: fresh pages from the system stay
+        // untouched until used (a large KV cache costs nothing up front).
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(ptr).ok_or_else(too_large)?;
+        Ok(Box::new(HostBuffer { ptr, layout, size }))
     }
 }
 
+/// `size` zeroed bytes at a 64-byte aligned address, owned.
 struct HostBuffer {
-    storage: Vec<CacheLine>,
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
     size: usize,
+}
+
+// SAFETY: the buffer owns its memory exclusively (no aliasing pointer is
+// kept anywhere); shared access only reads through `&self`.
+unsafe impl Send for HostBuffer {}
+// SAFETY: as above: `&HostBuffer` gives only `&[u8]`.
+unsafe impl Sync for HostBuffer {}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `alloc` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
 }
 
 impl Buffer for HostBuffer {
@@ -277,12 +293,13 @@ impl Buffer for HostBuffer {
     }
 
     fn as_bytes(&self) -> &[u8] {
-        // SAFETY: CacheLine is 64 plain bytes; `size` <= 64 * lines.
-        unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast(), self.size) }
+        // SAFETY: `ptr` holds `size` (<= the layout's size) initialized
+        // (zeroed) bytes owned by this buffer for its whole life.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.size) }
     }
 
     fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, with exclusive access.
-        unsafe { std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().cast(), self.size) }
+        // SAFETY: as above, with exclusive access through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.size) }
     }
 }
