@@ -1,6 +1,6 @@
 //! x86_64 kernels with AVX2, FMA and F16C. Same names and signatures as
 //! `scalar.rs`; the safe wrappers are only placed in a kernel table after the
-//! registry has checked the features (see `Kernels::for_supported_variant`).
+//! registry has checked the features (see `Kernels::for_variant` and `SupportedVariant`).
 
 use std::arch::x86_64::*;
 
