@@ -18,7 +18,7 @@ use std::sync::Arc;
 use common::{ggml_test_values, Rng};
 use lamina::backend::cpu::{CpuDevice, CpuVariant};
 use lamina::backend::{
-    AttentionArgs, Backend, CacheBuffer, CacheRows, CacheType, Device, Matrix, Rope, RopeKind,
+    AttentionArgs, Backend, CacheBuffer, CacheRows, CacheType, Device, Matrix, Op, Rope, RopeKind,
     WeightSource,
 };
 use lamina::gguf::{GgufFile, GgufWriter};
@@ -103,21 +103,15 @@ fn assert_rows_close(what: &str, got: &[f32], want: &[f32], width: usize, exact:
 
 #[test]
 fn products_through_the_backend_match_the_scalar_backend() {
-    let types = [
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q8_0,
-        DType::Q4_K,
-        DType::Q5_K,
-        DType::Q6_K,
-        DType::F16,
-        DType::F32,
-    ];
     // 20 rows: two whole 8-row groups and a tail; 256 columns for the k-quants.
     let (rows, cols) = (20, 256);
     let reference = scalar();
+    // Every type the device says it multiplies (ten today).
+    let types: Vec<DType> = DType::ALL
+        .into_iter()
+        .filter(|&t| reference.supports_op(Op::MulMat(t)))
+        .collect();
+    assert_eq!(types.len(), 10, "{types:?}");
     let mut rng = Rng::new(11);
     for (t, &dtype) in types.iter().enumerate() {
         let file = weight_file(dtype, rows, cols, 100 + t as u64);
@@ -241,7 +235,7 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
     assert!(be
         .rms_norm(&x, &w[..95], 1e-5, &mut vec![0.0; n * d])
         .is_err());
-    assert!(be.add(&mut vec![0.0; 3], &[1.0; 4]).is_err());
+    assert!(be.add(&mut [0.0; 3], &[1.0; 4]).is_err());
 }
 
 #[test]
@@ -277,21 +271,22 @@ fn attention_matches_the_scalar_backend() {
             }
             assert!(be.get_row(kb.view(), cells, &mut row).is_err());
         }
+        let base = AttentionArgs {
+            q: &q,
+            k: kb.view(),
+            v: vb.view(),
+            n_head,
+            n_head_kv,
+            head_dim: hd,
+            scale: 0.125,
+            cell_pos: &cell_pos,
+            cell_seqs: &cell_seqs,
+            query_pos: &query_pos,
+            query_seq: &query_seq,
+            causal: true,
+        };
         for causal in [true, false] {
-            let args = AttentionArgs {
-                q: &q,
-                k: kb.view(),
-                v: vb.view(),
-                n_head,
-                n_head_kv,
-                head_dim: hd,
-                scale: 0.125,
-                cell_pos: &cell_pos,
-                cell_seqs: &cell_seqs,
-                query_pos: &query_pos,
-                query_seq: &query_seq,
-                causal,
-            };
+            let args = AttentionArgs { causal, ..base };
             // The K dots of some variants accumulate in lanes (AVX2's).
             each_backend(
                 &format!("attention {} causal {causal}", ty.name()),
@@ -307,17 +302,7 @@ fn attention_matches_the_scalar_backend() {
         // A mismatched shape is an error naming it, not a silent zero.
         let bad = AttentionArgs {
             q: &q[..hd],
-            k: kb.view(),
-            v: vb.view(),
-            n_head,
-            n_head_kv,
-            head_dim: hd,
-            scale: 0.125,
-            cell_pos: &cell_pos,
-            cell_seqs: &cell_seqs,
-            query_pos: &query_pos,
-            query_seq: &query_seq,
-            causal: true,
+            ..base
         };
         let mut out = vec![0.0; hd];
         let mut be = scalar().create_backend(1).unwrap();
@@ -357,7 +342,8 @@ fn gemv_kernels_never_write_past_their_output() {
             continue;
         }
         let k = cpu.kernels_for(variant).unwrap();
-        let calls: [(&str, Box<dyn Fn(&mut [f32])>); 3] = [
+        type Call<'a> = Box<dyn Fn(&mut [f32]) + 'a>;
+        let calls: [(&str, Call); 3] = [
             (
                 "x4i4",
                 Box::new(|o: &mut [f32]| (k.gemv_q4_0_x4i4)(&g4, &x, o)),
@@ -385,6 +371,47 @@ fn gemv_kernels_never_write_past_their_output() {
             );
             let mut out = [0.0f32; 8];
             call(&mut out);
+        }
+    }
+}
+
+/// The attention's V-sum kernels (`out += p · v`) of every variant against
+/// their scalar twins in `rows.rs`, bit for bit (multiply then add, no fused
+/// multiply-add), on lengths around the vector widths.
+#[test]
+fn axpy_kernels_equal_their_scalar_twins() {
+    use lamina::backend::cpu::rows;
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    for len in [1usize, 3, 4, 7, 8, 9, 31, 64, 100] {
+        let v = ggml_test_values(40 + len as u64, len.div_ceil(32) * 32);
+        let v = &v[..len];
+        let v16: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f32(x)).collect();
+        let start = ggml_test_values(41, 32 * 4);
+        let start = &start[..len];
+        for p in [0.0f32, 0.37, -1.5e-3, 17.0] {
+            let (mut want16, mut want32) = (start.to_vec(), start.to_vec());
+            rows::axpy_f16(p, &v16, &mut want16);
+            rows::axpy_f32(p, v, &mut want32);
+            for variant in CpuVariant::compiled_variants() {
+                if !variant.supported(cpu.features()) {
+                    continue;
+                }
+                let k = cpu.kernels_for(variant).unwrap();
+                let (mut got16, mut got32) = (start.to_vec(), start.to_vec());
+                (k.axpy_f16)(p, &v16, &mut got16);
+                (k.axpy_f32)(p, v, &mut got32);
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got16),
+                    bits(&want16),
+                    "axpy_f16 {variant} len {len} p {p}"
+                );
+                assert_eq!(
+                    bits(&got32),
+                    bits(&want32),
+                    "axpy_f32 {variant} len {len} p {p}"
+                );
+            }
         }
     }
 }

@@ -343,6 +343,16 @@ fn loading_reports_progress_and_can_be_cancelled() {
     assert_eq!(e.to_string(), "loading the model was cancelled");
 }
 
+/// What loading the file `w` writes says (it must fail).
+fn load_error(w: lamina::gguf::GgufWriter) -> String {
+    let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
+    let device = CpuDevice::new(None).unwrap();
+    Model::load(Arc::new(f), device.shared(), None)
+        .err()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn unknown_architectures_are_named() {
     // The SmolLM2 metadata (vocabulary included) under another architecture.
@@ -356,13 +366,8 @@ fn unknown_architectures_are_named() {
         };
         w.add_metadata(k, v).unwrap();
     }
-    let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
-    let device = CpuDevice::new(None).unwrap();
-    let e = Model::load(Arc::new(f), device.shared(), None)
-        .err()
-        .unwrap();
     assert_eq!(
-        e.to_string(),
+        load_error(w),
         "invalid argument: unsupported model architecture 'mamba' (supported: llama, bert)"
     );
 }
@@ -387,13 +392,8 @@ fn weights_the_device_cannot_multiply_are_refused_at_load() {
             w.add_tensor(&t.name, t.ggml_type, &t.shape, data).unwrap();
         }
     }
-    let f = GgufFile::from_bytes(w.to_bytes()).unwrap();
-    let device = CpuDevice::new(None).unwrap();
-    let e = Model::load(Arc::new(f), device.shared(), None)
-        .err()
-        .unwrap();
     assert_eq!(
-        e.to_string(),
+        load_error(w),
         "invalid argument: tensor 'blk.0.ffn_down.weight' is Q2_K: the CPU backend has no matrix product for Q2_K weights"
     );
 }

@@ -11,7 +11,7 @@ use std::any::Any;
 use std::sync::Arc;
 
 use super::weights::{matrix, shaped, table, tensor, vector, LoadSteps, Progress};
-use super::{state_of, Architecture};
+use super::{state_of, Architecture, Dims};
 use crate::backend::{AttentionArgs, Backend, CacheRows, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
@@ -219,20 +219,14 @@ impl Architecture for Bert {
         "bert"
     }
 
-    fn n_embd(&self) -> usize {
-        self.hparams.n_embd
-    }
-
-    fn n_layer(&self) -> usize {
-        self.hparams.n_layer
-    }
-
-    fn n_vocab(&self) -> usize {
-        self.hparams.n_vocab
-    }
-
-    fn n_ctx_train(&self) -> usize {
-        self.hparams.n_ctx_train
+    fn dims(&self) -> Dims {
+        let h = &self.hparams;
+        Dims {
+            n_embd: h.n_embd,
+            n_layer: h.n_layer,
+            n_vocab: h.n_vocab,
+            n_ctx_train: h.n_ctx_train,
+        }
     }
 
     fn kv_layout(&self) -> Option<KvLayout> {
@@ -242,13 +236,7 @@ impl Architecture for Bert {
     fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>> {
         let h = &self.hparams;
         let n = max_tokens.min(h.n_ctx_train);
-        let buf = |width: usize| -> Result<Vec<f32>> {
-            let len = n.checked_mul(width).ok_or_else(|| {
-                Error::InvalidArgument(format!("{n} tokens of {width} values are too many"))
-            })?;
-            // Zeroed by the allocator (pages are touched when used).
-            Ok(vec![0.0; len])
-        };
+        let buf = |width: usize| super::scratch(n, width);
         Ok(Box::new(State {
             max_tokens: n,
             x: buf(h.n_embd)?,

@@ -36,18 +36,34 @@ pub struct MicroBatch<'a> {
     pub hidden: bool,
 }
 
+/// The sizes every architecture has, read from its own metadata keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dims {
+    /// Width of the hidden states (and of embeddings).
+    pub n_embd: usize,
+    pub n_layer: usize,
+    /// Rows of the token embedding (and of logits).
+    pub n_vocab: usize,
+    /// Positions the model was trained with.
+    pub n_ctx_train: usize,
+}
+
+/// Zeroed scratch of `n` rows of `width` values (the allocator zeroes it:
+/// pages are touched only when used); an error when the size overflows.
+pub(crate) fn scratch(n: usize, width: usize) -> Result<Vec<f32>> {
+    let len = n.checked_mul(width).ok_or_else(|| {
+        Error::InvalidArgument(format!("{n} tokens of {width} values are too many"))
+    })?;
+    Ok(vec![0.0; len])
+}
+
 /// What every architecture answers and runs. Optional members say what their
 /// default does.
 pub trait Architecture: Send + Sync {
     /// `general.architecture` ("llama", "bert", ...).
     fn name(&self) -> &'static str;
-    /// Width of the hidden states (and of embeddings).
-    fn n_embd(&self) -> usize;
-    fn n_layer(&self) -> usize;
-    /// Rows of the token embedding (and of logits).
-    fn n_vocab(&self) -> usize;
-    /// Positions the model was trained with.
-    fn n_ctx_train(&self) -> usize;
+    /// The sizes every architecture has.
+    fn dims(&self) -> Dims;
     /// The KV cache a decoder needs; `None` for an encoder (a sequence is
     /// encoded whole, nothing is kept).
     fn kv_layout(&self) -> Option<KvLayout>;
@@ -161,11 +177,11 @@ impl Model {
             )));
         };
         let arch = load(&file, device.as_ref(), progress)?;
-        if arch.n_vocab() < vocab.len() {
+        let n_vocab = arch.dims().n_vocab;
+        if n_vocab < vocab.len() {
             return Err(Error::InvalidArgument(format!(
-                "the vocabulary has {} tokens but the token embedding only {} rows",
-                vocab.len(),
-                arch.n_vocab()
+                "the vocabulary has {} tokens but the token embedding only {n_vocab} rows",
+                vocab.len()
             )));
         }
         Ok(Model {
@@ -201,20 +217,20 @@ impl Model {
 
     /// Width of the hidden states (and of embeddings).
     pub fn n_embd(&self) -> usize {
-        self.arch.n_embd()
+        self.arch.dims().n_embd
     }
 
     pub fn n_layer(&self) -> usize {
-        self.arch.n_layer()
+        self.arch.dims().n_layer
     }
 
     pub fn n_vocab(&self) -> usize {
-        self.arch.n_vocab()
+        self.arch.dims().n_vocab
     }
 
     /// Positions the model was trained with.
     pub fn n_ctx_train(&self) -> usize {
-        self.arch.n_ctx_train()
+        self.arch.dims().n_ctx_train
     }
 
     /// An error unless every token is inside the vocabulary.

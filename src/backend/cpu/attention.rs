@@ -72,13 +72,14 @@ pub(super) fn attention(
     }
     workers.for_each_mut(&mut pieces[..n_pieces], |p, piece| {
         let first = p * per_piece;
+        // The outputs leave the piece while its other buffers are in use.
+        let mut dst = std::mem::take(&mut piece.out);
         for t in first..(first + per_piece).min(tasks) {
             let (i, head) = (t / a.n_head, t % a.n_head);
             let o = (t - first) * hd;
-            let mut dst = std::mem::take(&mut piece.out);
             head_attention(k, a, i, head, piece, &mut dst[o..o + hd]);
-            piece.out = dst;
         }
+        piece.out = dst;
     });
     for (p, piece) in pieces[..n_pieces].iter().enumerate() {
         let first = p * per_piece;

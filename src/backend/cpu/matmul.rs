@@ -403,8 +403,9 @@ pub(super) fn mul_mat(
     for piece in pieces[..n_pieces].iter_mut() {
         sized(&mut piece.out, n * step, 0.0);
     }
+    let piece_rows = |p: usize| p * step..((p + 1) * step).min(rows);
     workers.for_each_mut(&mut pieces[..n_pieces], |p, piece| {
-        let range = p * step..((p + 1) * step).min(rows);
+        let range = piece_rows(p);
         let mut dst = std::mem::take(&mut piece.out);
         let len = range.len();
         piece.result = run_piece(k, src, x, n, range, &mut dst[..n * len], piece).err();
@@ -414,7 +415,7 @@ pub(super) fn mul_mat(
         if let Some(e) = piece.result.take() {
             return Err(e);
         }
-        let range = p * step..((p + 1) * step).min(rows);
+        let range = piece_rows(p);
         let len = range.len();
         for i in 0..n {
             out[i * rows + range.start..i * rows + range.end]

@@ -77,7 +77,6 @@ pub struct CpuDevice {
 
 impl CpuDevice {
     pub fn new(forced: Option<&str>) -> Result<CpuDevice> {
-        let features = CpuFeatures::detect();
         let from_env = std::env::var(VARIANT_ENV).ok().filter(|s| !s.is_empty());
         let choice = forced.map(str::to_string).or(from_env);
         let supported = match &choice {
@@ -85,8 +84,8 @@ impl CpuDevice {
             None => SupportedVariant::best(),
         };
         Ok(CpuDevice {
+            features: supported.features().clone(),
             kernels: Kernels::for_variant(supported),
-            features,
             forced: choice.is_some(),
         })
     }
