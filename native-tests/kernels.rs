@@ -15,7 +15,6 @@ use common::{ggml_test_values, Rng};
 use lamina::backend::cpu::kernels::VecDotFn;
 use lamina::backend::cpu::{CpuDevice, CpuVariant, Kernels};
 use lamina::tensor::blocks::*;
-use lamina::tensor::quantize;
 
 /// Block counts, including odd ones and a single block.
 const BLOCKS: [usize; 6] = [1, 2, 3, 7, 18, 48];
@@ -155,13 +154,13 @@ fn check_vec_dot<X: Block + Copy, Y: Block + Copy>(
 }
 
 fn q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
-    quantized(x, quantize::q8_0)
+    quantized(x, lamina::tensor::quants::q8_0::quantize)
 }
 fn q8_1(x: &[f32]) -> Vec<BlockQ8_1> {
-    quantized(x, quantize::q8_1)
+    quantized(x, lamina::tensor::quants::q8_1::quantize)
 }
 fn q8_k(x: &[f32]) -> Vec<BlockQ8K> {
-    quantized(x, quantize::q8_k)
+    quantized(x, lamina::tensor::quants::q8_k::quantize)
 }
 
 /// Σ over blocks of |d_x·d_y| times the largest possible integer sum: a bound on
@@ -184,7 +183,7 @@ fn vec_dot_q4_0_q8_0() {
     check_vec_dot(
         "q4_0·q8_0",
         |k| k.vec_dot_q4_0_q8_0,
-        |x| quantized(x, quantize::q4_0),
+        |x| quantized(x, lamina::tensor::quants::q4_0::quantize),
         q8_0,
         |x, y| block_magnitude(x, y, |a| a.d.to_f32(), |b| b.d.to_f32(), 32.0 * 8.0 * 127.0),
     );
@@ -230,13 +229,13 @@ fn four_row_dots_equal_four_vec_dots() {
         "q4_1",
         |k| k.vec_dot4_q4_1_q8_1,
         |k| k.vec_dot_q4_1_q8_1,
-        |x| quantized(x, quantize::q4_1),
+        |x| quantized(x, lamina::tensor::quants::q4_1::quantize),
         |k, x| quantized(x, k.quantize_q8_1),
     ) + check_dot4(
         "q8_0",
         |k| k.vec_dot4_q8_0_q8_0,
         |k| k.vec_dot_q8_0_q8_0,
-        |x| quantized(x, quantize::q8_0),
+        |x| quantized(x, lamina::tensor::quants::q8_0::quantize),
         |k, x| quantized(x, k.quantize_q8_0),
     );
     // Every SIMD variant has at least its Q4_1 one.
@@ -255,7 +254,7 @@ fn vec_dot_q4_1_q8_1() {
     check_vec_dot(
         "q4_1·q8_1",
         |k| k.vec_dot_q4_1_q8_1,
-        |x| quantized(x, quantize::q4_1),
+        |x| quantized(x, lamina::tensor::quants::q4_1::quantize),
         q8_1,
         |x, y| {
             block_magnitude(
@@ -278,7 +277,7 @@ fn vec_dot_q5_0_q8_0() {
     check_vec_dot(
         "q5_0·q8_0",
         |k| k.vec_dot_q5_0_q8_0,
-        |x| quantized(x, quantize::q5_0),
+        |x| quantized(x, lamina::tensor::quants::q5_0::quantize),
         q8_0,
         |x, y| {
             block_magnitude(
@@ -297,7 +296,7 @@ fn vec_dot_q5_1_q8_1() {
     check_vec_dot(
         "q5_1·q8_1",
         |k| k.vec_dot_q5_1_q8_1,
-        |x| quantized(x, quantize::q5_1),
+        |x| quantized(x, lamina::tensor::quants::q5_1::quantize),
         q8_1,
         |x, y| {
             block_magnitude(
@@ -339,7 +338,7 @@ fn vec_dot_k_quants() {
     check_vec_dot(
         "q4_K·q8_K",
         |k| k.vec_dot_q4_k_q8_k,
-        |x| quantized(x, lamina::tensor::kquants::q4_k),
+        |x| quantized(x, lamina::tensor::quants::q4_k::quantize),
         q8_k,
         |x, y| {
             x.iter()
@@ -357,7 +356,7 @@ fn vec_dot_k_quants() {
     check_vec_dot(
         "q5_K·q8_K",
         |k| k.vec_dot_q5_k_q8_k,
-        |x| quantized(x, lamina::tensor::kquants::q5_k),
+        |x| quantized(x, lamina::tensor::quants::q5_k::quantize),
         q8_k,
         |x, y| {
             x.iter()
@@ -375,7 +374,7 @@ fn vec_dot_k_quants() {
     check_vec_dot(
         "q6_K·q8_K",
         |k| k.vec_dot_q6_k_q8_k,
-        |x| quantized(x, lamina::tensor::kquants::q6_k),
+        |x| quantized(x, lamina::tensor::quants::q6_k::quantize),
         q8_k,
         |x, y| {
             x.iter()
@@ -496,7 +495,10 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
     let bytes = |v: &[u8]| v.to_vec();
     let cases: Vec<(&str, f32, (f64, f64))> = vec![
         {
-            let (a, b) = (quantized(&x, quantize::q4_0), q8_0(&y));
+            let (a, b) = (
+                quantized(&x, lamina::tensor::quants::q4_0::quantize),
+                q8_0(&y),
+            );
             (
                 "q4_0",
                 (s.vec_dot_q4_0_q8_0)(&a, &b),
@@ -509,7 +511,10 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
             )
         },
         {
-            let (a, b) = (quantized(&x, quantize::q5_0), q8_0(&y));
+            let (a, b) = (
+                quantized(&x, lamina::tensor::quants::q5_0::quantize),
+                q8_0(&y),
+            );
             (
                 "q5_0",
                 (s.vec_dot_q5_0_q8_0)(&a, &b),
@@ -535,7 +540,10 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
             )
         },
         {
-            let (a, b) = (quantized(&x, lamina::tensor::kquants::q4_k), q8_k(&y));
+            let (a, b) = (
+                quantized(&x, lamina::tensor::quants::q4_k::quantize),
+                q8_k(&y),
+            );
             (
                 "q4_K",
                 (s.vec_dot_q4_k_q8_k)(&a, &b),
@@ -548,7 +556,10 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
             )
         },
         {
-            let (a, b) = (quantized(&x, lamina::tensor::kquants::q5_k), q8_k(&y));
+            let (a, b) = (
+                quantized(&x, lamina::tensor::quants::q5_k::quantize),
+                q8_k(&y),
+            );
             (
                 "q5_K",
                 (s.vec_dot_q5_k_q8_k)(&a, &b),
@@ -561,7 +572,10 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
             )
         },
         {
-            let (a, b) = (quantized(&x, lamina::tensor::kquants::q6_k), q8_k(&y));
+            let (a, b) = (
+                quantized(&x, lamina::tensor::quants::q6_k::quantize),
+                q8_k(&y),
+            );
             (
                 "q6_K",
                 (s.vec_dot_q6_k_q8_k)(&a, &b),

@@ -12,7 +12,6 @@ use common::{ggml_test_values, Rng};
 use lamina::backend::cpu::repack::{RepackLayout, RepackedQ4_0};
 use lamina::backend::cpu::{CpuDevice, CpuVariant, Kernels};
 use lamina::tensor::blocks::*;
-use lamina::tensor::quantize;
 
 const LAYOUTS: [RepackLayout; 3] = [RepackLayout::X4I4, RepackLayout::X4I8, RepackLayout::X8I8];
 
@@ -27,13 +26,13 @@ fn supported_kernels() -> Vec<Kernels> {
 
 fn q4_0(x: &[f32]) -> Vec<BlockQ4_0> {
     let mut out = vec![BlockQ4_0::zeroed(); x.len() / QK];
-    quantize::q4_0(x, &mut out);
+    lamina::tensor::quants::q4_0::quantize(x, &mut out);
     out
 }
 
 fn q8_0(x: &[f32]) -> Vec<BlockQ8_0> {
     let mut out = vec![BlockQ8_0::zeroed(); x.len() / QK];
-    quantize::q8_0(x, &mut out);
+    lamina::tensor::quants::q8_0::quantize(x, &mut out);
     out
 }
 

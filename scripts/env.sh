@@ -15,6 +15,18 @@ PLAYWRIGHT_CORE_VERSION=1.57.0
 AARCH64_CPUS=(cortex-a53 neoverse-n1 "max,sve=off" "max,sve128=on" "max,sve256=on" "max,sve512=on" a64fx)
 # The model that also runs the model-heavy suites (all NEON and SVE variants).
 AARCH64_FULL_CPU="max,sve256=on"
+# Tests the full model skips: they check logic above the kernels (batching,
+# truncation, context shift, stop strings, samplers, the allocation count),
+# the same code on every target, run natively and in wasm; under emulation
+# each costs a minute or more. Every golden forward pass still runs.
+AARCH64_EMULATION_SKIP=(
+  decoding_allocates_nothing_per_token
+  bad_inputs_are_clear_errors sequences_in_one_batch_equal_separate_runs
+  long_prompts_are_cut_and_full_contexts_shift an_abort_from_the_callback_stops_within_one_token
+  stop_strings_end_the_text_and_are_never_emitted chat_messages_use_the_model_template
+  end_of_generation_and_ignore_eos seeded_sampling_is_reproducible
+  run_sampler_options bench_json_has_llama_bench_keys
+)
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"
   ["max,sve128=on"]="sve 128" ["max,sve256=on"]="sve 256" ["max,sve512=on"]="sve 512"

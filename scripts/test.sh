@@ -53,21 +53,20 @@ LAMINA_EXPECT_VARIANT=$native_variant run "x86_64" cargo test --no-fail-fast
 
 # --- aarch64 under qemu, one run per CPU model (built once). Every model runs
 # every kernel, tokenizer and GGUF test and the golden forward-pass gates for
-# its variant; the model-heavy suites (context, completion, embedding, every variant at
-# 1 and 2 threads, perplexity) run on $AARCH64_FULL_CPU, where every variant
-# is available: emulation makes them minutes each.
+# its variant; the model-heavy suites (context, completion, embedding, CLI,
+# every variant at 1 and 2 threads, perplexity) run on $AARCH64_FULL_CPU,
+# where every variant is available: emulation makes them minutes each.
 cargo test --target aarch64-unknown-linux-gnu --no-run -q 2>&1 | tail -n 3
 light_tests=()
 for t in $(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml); do
-  case "$t" in lamina|context|completion|embedding|alloc|wasm_api) ;; *) light_tests+=(--test "$t") ;; esac
+  case "$t" in lamina|context|completion|embedding|alloc|wasm_api|cli|requantize) ;; *) light_tests+=(--test "$t") ;; esac
 done
 for cpu in "${AARCH64_CPUS[@]}"; do
   qemu="qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu $cpu"
   read -r expect_variant expect_bits <<<"${AARCH64_EXPECT[$cpu]}"
   if [ "$cpu" = "$AARCH64_FULL_CPU" ]; then
-    # The allocation count is the same code on every target (checked
-    # natively and in wasm); under emulation it costs minutes.
-    selection=(-- --skip decoding_allocates_nothing_per_token)
+    selection=(--)
+    for t in "${AARCH64_EMULATION_SKIP[@]}"; do selection+=(--skip "$t"); done
   else
     selection=(--lib "${light_tests[@]}" -- --skip every_variant --skip perplexity)
   fi

@@ -12,7 +12,7 @@ use half::f16;
 use crate::backend::cpu::repack::{RepackLayout, RepackedQ4_0};
 use crate::backend::cpu::{CpuFeatures, CpuVariant, Kernels};
 use crate::tensor::blocks::*;
-use crate::tensor::{kquants, quantize};
+use crate::tensor::quants::{q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0, q8_1, q8_k};
 
 /// One measurement.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -129,18 +129,18 @@ pub fn run(
     let mut noise = Noise(42);
     let wf = noise.values(rows * cols);
     let xf = noise.values(cols);
-    let w4_0 = blocks(&wf, quantize::q4_0);
-    let w4_1 = blocks(&wf, quantize::q4_1);
-    let w5_0 = blocks(&wf, quantize::q5_0);
-    let w5_1 = blocks(&wf, quantize::q5_1);
-    let w8_0 = blocks(&wf, quantize::q8_0);
-    let w4k = blocks(&wf, kquants::q4_k);
-    let w5k = blocks(&wf, kquants::q5_k);
-    let w6k = blocks(&wf, kquants::q6_k);
+    let w4_0 = blocks(&wf, q4_0::quantize);
+    let w4_1 = blocks(&wf, q4_1::quantize);
+    let w5_0 = blocks(&wf, q5_0::quantize);
+    let w5_1 = blocks(&wf, q5_1::quantize);
+    let w8_0 = blocks(&wf, q8_0::quantize);
+    let w4k = blocks(&wf, q4_k::quantize);
+    let w5k = blocks(&wf, q5_k::quantize);
+    let w6k = blocks(&wf, q6_k::quantize);
     let wf16: Vec<f16> = wf.iter().map(|&v| f16::from_f32(v)).collect();
-    let x8_0 = blocks(&xf, quantize::q8_0);
-    let x8_1 = blocks(&xf, quantize::q8_1);
-    let x8k = blocks(&xf, quantize::q8_k);
+    let x8_0 = blocks(&xf, q8_0::quantize);
+    let x8_1 = blocks(&xf, q8_1::quantize);
+    let x8k = blocks(&xf, q8_k::quantize);
     let xf16: Vec<f16> = xf.iter().map(|&v| f16::from_f32(v)).collect();
 
     let mut results = Vec::new();
@@ -286,7 +286,7 @@ pub fn run(
                 continue;
             }
             let n = 8;
-            let xs = blocks(&noise.values(n * cols), quantize::q8_0);
+            let xs = blocks(&noise.values(n * cols), q8_0::quantize);
             let mut out = vec![0f32; n * rows];
             let secs = time_rows(t, || {
                 let _ = packed.gemm(&k, &xs, n, &mut out);

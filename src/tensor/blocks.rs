@@ -1,8 +1,6 @@
-//! Quantized block layouts, bit-identical to ggml's (`ggml-common.h`): each is a
-//! `#[repr(C)]` struct next to a compile-time size check, so a wrong layout
-//! fails the build rather than a test.
-
-use half::f16;
+//! Quantized blocks as plain old data: the `Block` trait, checked views of
+//! tensor bytes as blocks and back, and the block sizes. The block structs
+//! themselves live with their type in `tensor/quants/` (re-exported here).
 
 use super::GgmlType;
 use crate::error::{Error, Result};
@@ -19,7 +17,7 @@ pub const QK_K: usize = 256;
 /// Implementors must be `#[repr(C)]`, contain only integer and float fields
 /// (no padding, no invalid bit patterns), and have `size_of` equal to the
 /// type's block size in GGUF.
-pub unsafe trait Block: Copy + 'static {
+pub unsafe trait Block: Copy + Send + Sync + 'static {
     const TYPE: GgmlType;
     /// Elements per block.
     const ELEMENTS: usize;
@@ -31,51 +29,10 @@ pub unsafe trait Block: Copy + 'static {
     }
 }
 
-macro_rules! blocks {
-    ($($(#[$doc:meta])* $name:ident: $ty:ident, $elements:expr, $bytes:literal {
-        $($field:ident: $fty:ty),* $(,)?
-    })*) => {$(
-        $(#[$doc])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, PartialEq)]
-        pub struct $name { $(pub $field: $fty),* }
-
-        const _: () = assert!(std::mem::size_of::<$name>() == $bytes);
-
-        // SAFETY: repr(C), integer/f16/f32 fields only, size checked above.
-        unsafe impl Block for $name {
-            const TYPE: GgmlType = GgmlType::$ty;
-            const ELEMENTS: usize = $elements;
-        }
-    )*};
-}
-
-blocks! {
-    /// 4-bit, symmetric: x = d * (q - 8).
-    BlockQ4_0: Q4_0, QK, 18 { d: f16, qs: [u8; QK / 2] }
-    /// 4-bit with a minimum: x = d * q + m.
-    BlockQ4_1: Q4_1, QK, 20 { d: f16, m: f16, qs: [u8; QK / 2] }
-    /// 5-bit, symmetric; the fifth bits of the 32 values packed in `qh`.
-    BlockQ5_0: Q5_0, QK, 22 { d: f16, qh: [u8; 4], qs: [u8; QK / 2] }
-    /// 5-bit with a minimum.
-    BlockQ5_1: Q5_1, QK, 24 { d: f16, m: f16, qh: [u8; 4], qs: [u8; QK / 2] }
-    /// 8-bit, symmetric.
-    BlockQ8_0: Q8_0, QK, 34 { d: f16, qs: [i8; QK] }
-    /// 8-bit with `s` = d * sum(qs) (activations for Q4_1/Q5_1 dot products).
-    BlockQ8_1: Q8_1, QK, 36 { d: f16, s: f16, qs: [i8; QK] }
-    /// 2-bit k-quant: 16 sub-blocks of 16 with 4-bit scales and mins.
-    BlockQ2K: Q2_K, QK_K, 84 { scales: [u8; QK_K / 16], qs: [u8; QK_K / 4], d: f16, dmin: f16 }
-    /// 3-bit k-quant: high bits in `hmask`, 6-bit scales packed in 12 bytes.
-    BlockQ3K: Q3_K, QK_K, 110 { hmask: [u8; QK_K / 8], qs: [u8; QK_K / 4], scales: [u8; 12], d: f16 }
-    /// 4-bit k-quant: 8 sub-blocks of 32 with 6-bit scales and mins.
-    BlockQ4K: Q4_K, QK_K, 144 { d: f16, dmin: f16, scales: [u8; 12], qs: [u8; QK_K / 2] }
-    /// 5-bit k-quant.
-    BlockQ5K: Q5_K, QK_K, 176 { d: f16, dmin: f16, scales: [u8; 12], qh: [u8; QK_K / 8], qs: [u8; QK_K / 2] }
-    /// 6-bit k-quant: 16 sub-blocks of 16 with 8-bit scales.
-    BlockQ6K: Q6_K, QK_K, 210 { ql: [u8; QK_K / 2], qh: [u8; QK_K / 4], scales: [i8; QK_K / 16], d: f16 }
-    /// 8-bit k-quant activations, with sums of each 16 values.
-    BlockQ8K: Q8_K, QK_K, 292 { d: f32, qs: [i8; QK_K], bsums: [i16; QK_K / 16] }
-}
+pub use super::quants::{
+    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
+    BlockQ8K, BlockQ8_0, BlockQ8_1,
+};
 
 /// Views `bytes` as blocks. The length must be a whole number of blocks and the
 /// start suitably aligned (GGUF data always is: tensors start 32-byte aligned).

@@ -1,11 +1,12 @@
 //! Whole-row conversions between f32 and any `DType`, dispatching to the
-//! reference (de)quantizers. Lengths are checked here, once, so the per-type
+//! reference (de)quantizers of each type (`tensor/quants/`). Lengths are checked here, once, so the per-type
 //! functions can stay free of error handling.
 
 use half::{bf16, f16};
 
 use super::blocks::{as_blocks, as_blocks_mut, blocks_as_bytes, blocks_as_bytes_mut, Block};
-use super::{dequantize, kquants, quantize, DType};
+use super::quants::{with_quant_type, QuantType};
+use super::DType;
 use crate::error::{Error, Result};
 
 fn check_len(dtype: DType, bytes: usize, n: usize) -> Result<()> {
@@ -49,83 +50,59 @@ fn quant<B: Block>(src: &[f32], bytes: &mut [u8], f: fn(&[f32], &mut [B])) -> Re
 /// Reads `out.len()` values of type `dtype` from `bytes` (little-endian GGUF data).
 pub fn dequantize(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
     check_len(dtype, bytes.len(), out.len())?;
-    match dtype {
-        DType::F32 => {
-            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-                *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    with_quant_type!(dtype, T => deq::<T>(bytes, out, T::DEQUANTIZE), float => {
+        match dtype {
+            DType::F16 => {
+                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *o = f16::from_le_bytes([b[0], b[1]]).to_f32();
+                }
             }
-            Ok(())
-        }
-        DType::F16 => {
-            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                *o = f16::from_le_bytes([b[0], b[1]]).to_f32();
+            DType::BF16 => {
+                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+                    *o = bf16::from_le_bytes([b[0], b[1]]).to_f32();
+                }
             }
-            Ok(())
-        }
-        DType::BF16 => {
-            for (o, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-                *o = bf16::from_le_bytes([b[0], b[1]]).to_f32();
+            _ => {
+                for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *o = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
             }
-            Ok(())
         }
-        DType::Q4_0 => deq(bytes, out, dequantize::q4_0),
-        DType::Q4_1 => deq(bytes, out, dequantize::q4_1),
-        DType::Q5_0 => deq(bytes, out, dequantize::q5_0),
-        DType::Q5_1 => deq(bytes, out, dequantize::q5_1),
-        DType::Q8_0 => deq(bytes, out, dequantize::q8_0),
-        DType::Q8_1 => deq(bytes, out, dequantize::q8_1),
-        DType::Q2_K => deq(bytes, out, dequantize::q2_k),
-        DType::Q3_K => deq(bytes, out, dequantize::q3_k),
-        DType::Q4_K => deq(bytes, out, dequantize::q4_k),
-        DType::Q5_K => deq(bytes, out, dequantize::q5_k),
-        DType::Q6_K => deq(bytes, out, dequantize::q6_k),
-        DType::Q8_K => deq(bytes, out, dequantize::q8_k),
-    }
+        Ok(())
+    })
 }
 
-/// Whether `quantize` can produce this type (ggml has no reference quantizer
-/// for Q2_K and Q3_K that lamina needs; they are read-only here).
+/// Whether `quantize` can produce this type (lamina has no quantizer for
+/// Q2_K and Q3_K yet; it reads them).
 pub fn can_quantize(dtype: DType) -> bool {
-    !matches!(dtype, DType::Q2_K | DType::Q3_K)
+    with_quant_type!(dtype, T => T::QUANTIZE.is_some(), float => true)
 }
 
 /// Writes `src` as `dtype` into `bytes`, bit-exact with ggml's reference
 /// quantizers (and round-to-nearest-even for F16/BF16).
 pub fn quantize(dtype: DType, src: &[f32], bytes: &mut [u8]) -> Result<()> {
     check_len(dtype, bytes.len(), src.len())?;
-    match dtype {
-        DType::F32 => {
-            for (b, v) in bytes.chunks_exact_mut(4).zip(src) {
-                b.copy_from_slice(&v.to_le_bytes());
+    let unsupported = || Error::InvalidArgument(format!("quantizing to {dtype} is not supported"));
+    with_quant_type!(dtype, T => quant::<T>(src, bytes, T::QUANTIZE.ok_or_else(unsupported)?), float => {
+        match dtype {
+            DType::F16 => {
+                for (b, v) in bytes.chunks_exact_mut(2).zip(src) {
+                    b.copy_from_slice(&f16::from_f32(*v).to_le_bytes());
+                }
             }
-            Ok(())
-        }
-        DType::F16 => {
-            for (b, v) in bytes.chunks_exact_mut(2).zip(src) {
-                b.copy_from_slice(&f16::from_f32(*v).to_le_bytes());
+            DType::BF16 => {
+                for (b, v) in bytes.chunks_exact_mut(2).zip(src) {
+                    b.copy_from_slice(&bf16::from_f32(*v).to_le_bytes());
+                }
             }
-            Ok(())
-        }
-        DType::BF16 => {
-            for (b, v) in bytes.chunks_exact_mut(2).zip(src) {
-                b.copy_from_slice(&bf16::from_f32(*v).to_le_bytes());
+            _ => {
+                for (b, v) in bytes.chunks_exact_mut(4).zip(src) {
+                    b.copy_from_slice(&v.to_le_bytes());
+                }
             }
-            Ok(())
         }
-        DType::Q4_0 => quant(src, bytes, quantize::q4_0),
-        DType::Q4_1 => quant(src, bytes, quantize::q4_1),
-        DType::Q5_0 => quant(src, bytes, quantize::q5_0),
-        DType::Q5_1 => quant(src, bytes, quantize::q5_1),
-        DType::Q8_0 => quant(src, bytes, quantize::q8_0),
-        DType::Q8_1 => quant(src, bytes, quantize::q8_1),
-        DType::Q8_K => quant(src, bytes, quantize::q8_k),
-        DType::Q4_K => quant(src, bytes, kquants::q4_k),
-        DType::Q5_K => quant(src, bytes, kquants::q5_k),
-        DType::Q6_K => quant(src, bytes, kquants::q6_k),
-        DType::Q2_K | DType::Q3_K => Err(Error::InvalidArgument(format!(
-            "quantizing to {dtype} is not supported"
-        ))),
-    }
+        Ok(())
+    })
 }
 
 /// `dequantize` into a new vector; `n` elements.

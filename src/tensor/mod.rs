@@ -4,11 +4,9 @@
 
 pub mod blocks;
 pub mod convert;
-pub mod dequantize;
 mod dtype;
 mod ggml_type;
-pub mod kquants;
-pub mod quantize;
+pub mod quants;
 
 pub use dtype::DType;
 pub use ggml_type::GgmlType;

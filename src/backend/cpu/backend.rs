@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::attention::{self, AttnPiece};
 use super::kernels::Kernels;
-use super::matmul::{self, ActScratch, Piece};
+use super::matmul;
 use crate::backend::matrix::Matrix;
 use crate::backend::ops::{AttentionArgs, CacheRows, CacheRowsMut, Rope};
 use crate::backend::Backend;
@@ -17,8 +17,7 @@ use crate::parallel::Workers;
 pub struct CpuBackend {
     kernels: Kernels,
     workers: Arc<Workers>,
-    acts: ActScratch,
-    pieces: Vec<Piece>,
+    products: matmul::Scratch,
     attn: Vec<AttnPiece>,
     /// Cached positions attention is sized for (`reserve`).
     max_cells: usize,
@@ -49,8 +48,7 @@ impl CpuBackend {
         Ok(CpuBackend {
             kernels,
             workers: Arc::new(Workers::new(n_threads)?),
-            acts: ActScratch::default(),
-            pieces: Vec::new(),
+            products: matmul::Scratch::default(),
             attn: Vec::new(),
             max_cells: 0,
         })
@@ -96,8 +94,7 @@ impl Backend for CpuBackend {
         matmul::mul_mat(
             &self.kernels,
             &self.workers,
-            &mut self.acts,
-            &mut self.pieces,
+            &mut self.products,
             w,
             x,
             n,

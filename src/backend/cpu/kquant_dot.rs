@@ -5,7 +5,7 @@
 //! bit.
 
 use crate::tensor::blocks::*;
-use crate::tensor::dequantize::scale_min_k4;
+use crate::tensor::quants::scale_min_k4;
 
 /// Exact integer dot products over 32 values, per instruction set.
 ///

@@ -10,19 +10,20 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use super::kernels::{Kernels, TileF16Fn};
-use super::repack::RepackedQ4_0;
+use super::products::{ActType, CpuProduct, Dots};
 use crate::backend::matrix::{Matrix, Storage};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
 use crate::tensor::blocks::*;
+use crate::tensor::quants::with_quant_type;
 use crate::tensor::DType;
 
 /// Activation rows converted for the weight's kernel, kept between calls.
 #[derive(Default)]
 pub(super) struct ActScratch {
-    q8_0: Vec<BlockQ8_0>,
-    q8_1: Vec<BlockQ8_1>,
-    q8_k: Vec<BlockQ8K>,
+    pub(super) q8_0: Vec<BlockQ8_0>,
+    pub(super) q8_1: Vec<BlockQ8_1>,
+    pub(super) q8_k: Vec<BlockQ8K>,
     f16: Vec<f16>,
     f32: Vec<f32>,
 }
@@ -36,21 +37,6 @@ pub(super) struct Piece {
     result: Option<Error>,
 }
 
-/// The activations as the weight's kernel takes them.
-#[derive(Clone, Copy)]
-enum Acts<'s> {
-    Q8_0(&'s [BlockQ8_0]),
-    Q8_1(&'s [BlockQ8_1]),
-    Q8K(&'s [BlockQ8K]),
-    F16(&'s [f16]),
-    /// The activations rounded to f16 as ggml does, held as f32 (exactly:
-    /// f16 × f16 products are exact in f32), for variants whose f16 products
-    /// widen each weight row once for all activation rows (tiles, or no f16
-    /// hardware) instead of converting both sides inside every dot.
-    F16Wide(&'s [f32]),
-    F32(&'s [f32]),
-}
-
 /// `v[..len]`, grown (once) when shorter.
 fn sized<T: Clone>(v: &mut Vec<T>, len: usize, fill: T) -> &mut [T] {
     if v.len() < len {
@@ -59,16 +45,19 @@ fn sized<T: Clone>(v: &mut Vec<T>, len: usize, fill: T) -> &mut [T] {
     &mut v[..len]
 }
 
-fn quantize_rows<'s, B: Block>(
+/// The activation rows `x` (`cols` each) quantized to `A` with the variant's
+/// quantizer, in the backend's scratch.
+fn quantize_rows<'s, A: ActType>(
+    k: &Kernels,
     x: &[f32],
     cols: usize,
-    buf: &'s mut Vec<B>,
-    f: fn(&[f32], &mut [B]),
-) -> &'s [B] {
-    let per_row = cols / B::ELEMENTS;
-    let q = sized(buf, x.len() / B::ELEMENTS, B::zeroed());
+    s: &'s mut ActScratch,
+) -> &'s [A] {
+    let per_row = cols / A::ELEMENTS;
+    let quantize = A::quantizer(k);
+    let q = sized(A::scratch(s), x.len() / A::ELEMENTS, A::zeroed());
     for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(per_row)) {
-        f(xr, qr);
+        quantize(xr, qr);
     }
     q
 }
@@ -79,65 +68,24 @@ fn widens_f16(k: &Kernels) -> bool {
     k.tile_f16.is_some() || k.f16_in_software
 }
 
-/// Whether products with `dtype` weights have kernels in `k`.
+/// Whether the CPU backend multiplies `dtype` weights (on every variant:
+/// the scalar table has every product the SIMD ones have).
 pub(super) fn supports(dtype: DType) -> bool {
-    matches!(
-        dtype,
-        DType::Q4_0
-            | DType::Q4_1
-            | DType::Q5_0
-            | DType::Q5_1
-            | DType::Q8_0
-            | DType::Q4_K
-            | DType::Q5_K
-            | DType::Q6_K
-            | DType::F16
-            | DType::F32
-    )
+    with_quant_type!(dtype, T => T::dots(&Kernels::scalar()).is_some(),
+        float => matches!(dtype, DType::F16 | DType::F32))
 }
 
-fn prepare<'s>(
-    k: &Kernels,
-    dtype: DType,
-    x: &'s [f32],
-    cols: usize,
-    s: &'s mut ActScratch,
-) -> Result<Acts<'s>> {
-    Ok(match dtype {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 => {
-            Acts::Q8_0(quantize_rows(x, cols, &mut s.q8_0, k.quantize_q8_0))
-        }
-        DType::Q4_1 | DType::Q5_1 => {
-            Acts::Q8_1(quantize_rows(x, cols, &mut s.q8_1, k.quantize_q8_1))
-        }
-        DType::Q4_K | DType::Q5_K | DType::Q6_K => {
-            Acts::Q8K(quantize_rows(x, cols, &mut s.q8_k, k.quantize_q8_k))
-        }
-        DType::F16 if widens_f16(k) => {
-            let wide = sized(&mut s.f32, x.len(), 0.0);
-            for (w, &v) in wide.iter_mut().zip(x) {
-                *w = f16::from_f32(v).to_f32();
-            }
-            Acts::F16Wide(wide)
-        }
-        DType::F16 => {
-            let h = sized(&mut s.f16, x.len(), f16::ZERO);
-            h.convert_from_f32_slice(x);
-            Acts::F16(h)
-        }
-        DType::F32 => Acts::F32(x),
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "matrix products with {other} weights are not supported"
-            )))
-        }
-    })
+fn unsupported(dtype: impl std::fmt::Display) -> Error {
+    Error::InvalidArgument(format!(
+        "matrix products with {dtype} weights are not supported"
+    ))
 }
 
 /// A weight in the file's memory: `rows` rows of `row_bytes` bytes.
 #[derive(Clone, Copy)]
 struct Mapped<'a> {
     data: &'a [u8],
+    rows: usize,
     cols: usize,
     row_bytes: usize,
 }
@@ -262,133 +210,21 @@ fn f16_tiles(
     }
 }
 
-fn mapped_rows(
-    k: &Kernels,
-    w: Mapped,
-    dtype: DType,
-    x: Acts,
-    rows: std::ops::Range<usize>,
-    out: &mut [f32],
-    piece: &mut Piece,
-) -> Result<()> {
-    let len = rows.len();
-    let cols = w.cols;
-    match (dtype, x) {
-        (DType::Q4_0, Acts::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q4_0_q8_0),
-        (DType::Q5_0, Acts::Q8_0(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_0_q8_0),
-        (DType::Q8_0, Acts::Q8_0(y)) => match k.vec_dot4_q8_0_q8_0 {
-            Some(dot4) => rows_times4(w, rows, y, out, k.vec_dot_q8_0_q8_0, dot4),
-            None => rows_times(w, rows, y, out, k.vec_dot_q8_0_q8_0),
-        },
-        (DType::Q4_1, Acts::Q8_1(y)) => match k.vec_dot4_q4_1_q8_1 {
-            Some(dot4) => rows_times4(w, rows, y, out, k.vec_dot_q4_1_q8_1, dot4),
-            None => rows_times(w, rows, y, out, k.vec_dot_q4_1_q8_1),
-        },
-        (DType::Q5_1, Acts::Q8_1(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_1_q8_1),
-        (DType::Q4_K, Acts::Q8K(y)) => rows_times(w, rows, y, out, k.vec_dot_q4_k_q8_k),
-        (DType::Q5_K, Acts::Q8K(y)) => rows_times(w, rows, y, out, k.vec_dot_q5_k_q8_k),
-        (DType::Q6_K, Acts::Q8K(y)) => rows_times(w, rows, y, out, k.vec_dot_q6_k_q8_k),
-        (DType::F16, Acts::F16(y)) => {
-            let buf = sized(&mut piece.row_f16, cols, f16::ZERO);
-            for (j, r) in rows.enumerate() {
-                let wr = w.f16_row(r, buf);
-                for (i, yi) in y.chunks_exact(cols).enumerate() {
-                    out[i * len + j] = (k.vec_dot_f16)(wr, yi);
-                }
-            }
-            Ok(())
-        }
-        (DType::F16, Acts::F16Wide(y)) => {
-            if let Some(tile) = k.tile_f16 {
-                f16_tiles(w, rows, y, out, tile, piece);
-                return Ok(());
-            }
-            let wh = sized(&mut piece.row_f16, cols, f16::ZERO);
-            let wr = sized(&mut piece.row_f32, cols, 0.0);
-            for (j, r) in rows.enumerate() {
-                w.f16_row(r, wh).convert_to_f32_slice(wr);
-                for (i, yi) in y.chunks_exact(cols).enumerate() {
-                    out[i * len + j] = (k.vec_dot_f32)(wr, yi);
-                }
-            }
-            Ok(())
-        }
-        (DType::F32, Acts::F32(y)) => {
-            let wr = sized(&mut piece.row_f32, cols, 0.0);
-            for (j, r) in rows.enumerate() {
-                for (v, b) in wr.iter_mut().zip(w.row(r).chunks_exact(4)) {
-                    *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                }
-                for (i, yi) in y.chunks_exact(cols).enumerate() {
-                    out[i * len + j] = (k.vec_dot_f32)(wr, yi);
-                }
-            }
-            Ok(())
-        }
-        (dtype, _) => Err(Error::InvalidArgument(format!(
-            "matrix products with {dtype} weights are not supported"
-        ))),
-    }
-}
-
-/// What one piece multiplies: a matrix in the file, or a repacked one.
-#[derive(Clone, Copy)]
-enum Source<'a> {
-    Mapped(Mapped<'a>, DType),
-    Repacked(&'a RepackedQ4_0),
-}
-
-fn run_piece(
-    k: &Kernels,
-    src: Source,
-    x: Acts,
-    n: usize,
-    rows: std::ops::Range<usize>,
-    out: &mut [f32],
-    piece: &mut Piece,
-) -> Result<()> {
-    match (src, x) {
-        (Source::Mapped(m, dtype), x) => mapped_rows(k, m, dtype, x, rows, out, piece),
-        (Source::Repacked(p), Acts::Q8_0(y)) => p.product_rows(k, y, n, rows, out),
-        _ => Err(Error::InvalidArgument(
-            "a repacked weight needs Q8_0 activations".into(),
-        )),
-    }
-}
-
-/// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
-#[allow(clippy::too_many_arguments)] // the backend's scratch, passed apart
-pub(super) fn mul_mat(
-    k: &Kernels,
+/// Splits the `rows` weight rows into pieces of whole repack groups, runs
+/// `f(rows, out, piece)` for each on the workers (`out[i * len + j]` for
+/// activation row `i` and the piece's row `j`), and gathers the pieces into
+/// `out[i * rows + r]`.
+fn split_rows<F>(
     workers: &Workers,
-    acts: &mut ActScratch,
     pieces: &mut Vec<Piece>,
-    w: &Matrix,
-    x: &[f32],
+    rows: usize,
     n: usize,
     out: &mut [f32],
-) -> Result<()> {
-    let (rows, cols) = (w.rows(), w.cols());
-    if x.len() != n * cols || out.len() != n * rows {
-        return Err(Error::InvalidArgument(format!(
-            "product of '{}' ({rows}x{cols}) with {} inputs and {} outputs for {n} rows",
-            w.name(),
-            x.len(),
-            out.len()
-        )));
-    }
-    let (src, act_type) = match &w.storage {
-        Storage::Mapped { file, range } => {
-            let mapped = Mapped {
-                data: &file.bytes()[range.clone()],
-                cols,
-                row_bytes: w.dtype().bytes_for(cols),
-            };
-            (Source::Mapped(mapped, w.dtype()), w.dtype())
-        }
-        Storage::RepackedQ4_0(p) => (Source::Repacked(p), DType::Q4_0),
-    };
-    let x = prepare(k, act_type, x, cols, acts)?;
+    f: F,
+) -> Result<()>
+where
+    F: Fn(std::ops::Range<usize>, &mut [f32], &mut Piece) -> Result<()> + Sync + Send,
+{
     // Pieces of whole repack groups (8 rows covers every layout).
     let align = 8;
     let wanted = workers.pieces(rows / align);
@@ -398,7 +234,7 @@ pub(super) fn mul_mat(
         pieces.resize_with(n_pieces, Piece::default);
     }
     if n_pieces == 1 {
-        return run_piece(k, src, x, n, 0..rows, out, &mut pieces[0]);
+        return f(0..rows, out, &mut pieces[0]);
     }
     for piece in pieces[..n_pieces].iter_mut() {
         sized(&mut piece.out, n * step, 0.0);
@@ -408,7 +244,7 @@ pub(super) fn mul_mat(
         let range = piece_rows(p);
         let mut dst = std::mem::take(&mut piece.out);
         let len = range.len();
-        piece.result = run_piece(k, src, x, n, range, &mut dst[..n * len], piece).err();
+        piece.result = f(range, &mut dst[..n * len], piece).err();
         piece.out = dst;
     });
     for (p, piece) in pieces[..n_pieces].iter_mut().enumerate() {
@@ -423,6 +259,153 @@ pub(super) fn mul_mat(
         }
     }
     Ok(())
+}
+
+/// A product with a quantized weight type `W` in the file's memory: the
+/// activations quantized once to `W::Dot`, then the type's dot kernels.
+fn quant_product<W: CpuProduct>(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    w: Mapped,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    let Dots { dot, dot4 } = W::dots(k).ok_or_else(|| unsupported(W::TYPE))?;
+    let y = quantize_rows::<W::Dot>(k, x, w.cols, &mut s.acts);
+    split_rows(
+        workers,
+        &mut s.pieces,
+        w.rows,
+        n,
+        out,
+        |rows, dst, _| match dot4 {
+            Some(dot4) => rows_times4(w, rows, y, dst, dot, dot4),
+            None => rows_times(w, rows, y, dst, dot),
+        },
+    )
+}
+
+/// A product with F16 or F32 weights in the file's memory.
+#[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
+fn float_product(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    w: Mapped,
+    dtype: DType,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    let cols = w.cols;
+    let Scratch { acts, pieces } = s;
+    match dtype {
+        DType::F16 if widens_f16(k) => {
+            // The activations rounded to f16 as ggml does, held as f32
+            // (exactly: f16 × f16 products are exact in f32), so each weight
+            // row is widened once for all activation rows.
+            let y = sized(&mut acts.f32, x.len(), 0.0);
+            for (w, &v) in y.iter_mut().zip(x) {
+                *w = f16::from_f32(v).to_f32();
+            }
+            let y = &*y;
+            split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
+                if let Some(tile) = k.tile_f16 {
+                    f16_tiles(w, rows, y, dst, tile, piece);
+                    return Ok(());
+                }
+                let len = rows.len();
+                let wh = sized(&mut piece.row_f16, cols, f16::ZERO);
+                let wr = sized(&mut piece.row_f32, cols, 0.0);
+                for (j, r) in rows.enumerate() {
+                    w.f16_row(r, wh).convert_to_f32_slice(wr);
+                    for (i, yi) in y.chunks_exact(cols).enumerate() {
+                        dst[i * len + j] = (k.vec_dot_f32)(wr, yi);
+                    }
+                }
+                Ok(())
+            })
+        }
+        DType::F16 => {
+            let y = sized(&mut acts.f16, x.len(), f16::ZERO);
+            y.convert_from_f32_slice(x);
+            let y = &*y;
+            split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
+                let len = rows.len();
+                let buf = sized(&mut piece.row_f16, cols, f16::ZERO);
+                for (j, r) in rows.enumerate() {
+                    let wr = w.f16_row(r, buf);
+                    for (i, yi) in y.chunks_exact(cols).enumerate() {
+                        dst[i * len + j] = (k.vec_dot_f16)(wr, yi);
+                    }
+                }
+                Ok(())
+            })
+        }
+        DType::F32 => split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
+            let len = rows.len();
+            let wr = sized(&mut piece.row_f32, cols, 0.0);
+            for (j, r) in rows.enumerate() {
+                for (v, b) in wr.iter_mut().zip(w.row(r).chunks_exact(4)) {
+                    *v = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                }
+                for (i, yi) in x.chunks_exact(cols).enumerate() {
+                    dst[i * len + j] = (k.vec_dot_f32)(wr, yi);
+                }
+            }
+            Ok(())
+        }),
+        other => Err(unsupported(other)),
+    }
+}
+
+/// The backend's product scratch, kept between calls.
+#[derive(Default)]
+pub(super) struct Scratch {
+    acts: ActScratch,
+    pieces: Vec<Piece>,
+}
+
+/// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
+pub(super) fn mul_mat(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    w: &Matrix,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<()> {
+    let (rows, cols) = (w.rows(), w.cols());
+    if x.len() != n * cols || out.len() != n * rows {
+        return Err(Error::InvalidArgument(format!(
+            "product of '{}' ({rows}x{cols}) with {} inputs and {} outputs for {n} rows",
+            w.name(),
+            x.len(),
+            out.len()
+        )));
+    }
+    match &w.storage {
+        Storage::Mapped { file, range } => {
+            let dtype = w.dtype();
+            let mapped = Mapped {
+                data: &file.bytes()[range.clone()],
+                rows,
+                cols,
+                row_bytes: dtype.bytes_for(cols),
+            };
+            with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
+                float => float_product(k, workers, s, mapped, dtype, x, n, out))
+        }
+        Storage::RepackedQ4_0(p) => {
+            let y = quantize_rows::<BlockQ8_0>(k, x, cols, &mut s.acts);
+            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
+                p.product_rows(k, y, n, rows, dst)
+            })
+        }
+    }
 }
 
 /// Rows `ids` of a table as f32 (embedding look-up).

@@ -8,6 +8,7 @@ pub mod features;
 pub mod kernels;
 mod kquant_dot;
 mod matmul;
+mod products;
 pub mod repack;
 pub mod rows;
 pub mod scalar;

@@ -12,7 +12,7 @@ use half::f16;
 
 use super::kquant_dot::{self, ScalarDots};
 use crate::tensor::blocks::*;
-use crate::tensor::quantize;
+use crate::tensor::quants::{q8_0, q8_1, q8_k};
 
 /// Panics unless `x` fills `y` exactly (`y.len()` blocks of `B::ELEMENTS`).
 #[inline(always)]
@@ -85,17 +85,17 @@ pub(crate) fn check_tile(w: &[&[f16]; 4], x: &[&[f32]; 2]) {
 
 pub fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
     check_quantize(x, y);
-    quantize::q8_0(x, y)
+    q8_0::quantize(x, y)
 }
 
 pub fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
     check_quantize(x, y);
-    quantize::q8_1(x, y)
+    q8_1::quantize(x, y)
 }
 
 pub fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
     check_quantize(x, y);
-    quantize::q8_k(x, y)
+    q8_k::quantize(x, y)
 }
 
 /// Q8_1 from a Q8_0 quantizer: the same scale and quants (ggml computes both

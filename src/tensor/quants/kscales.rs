@@ -1,20 +1,16 @@
-//! Reference quantizers for Q4_K, Q5_K and Q6_K, bit-exact with ggml's
-//! `quantize_row_q{4,5,6}_K_ref` (no importance matrix). The scale searches are
-//! ggml's: the same candidates, the same float operations in the same order.
+//! The k-quants' shared parts: ggml's scale searches (the same candidates,
+//! the same float operations in the same order), the 6-bit scale packing of
+//! Q4_K/Q5_K, and one super-block's quantization for both.
 
-use half::f16;
-
-use super::blocks::*;
-use super::dequantize::scale_min_k4;
-use super::quantize::nearest_int;
+use super::*;
 
 /// Below this, a group counts as all zeros.
-const GROUP_MAX_EPS: f32 = 1e-15;
+pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
 
 /// Symmetric quantization of `x` to `-nmax..nmax-1` (stored with +nmax in `l`),
 /// searching 19 scales around the max for the least weighted (x²) error.
 /// Returns the scale.
-fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
+pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
     let (mut max, mut amax) = (0.0f32, 0.0f32);
     for &v in x {
         if v.abs() > amax {
@@ -65,7 +61,7 @@ fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
 /// `nstep + 1` scales for the least weighted squared error. Returns the scale
 /// and the (positive) minimum to subtract.
 #[allow(clippy::too_many_arguments)]
-fn make_qkx2_quants(
+pub(super) fn make_qkx2_quants(
     nmax: i32,
     x: &[f32],
     weights: &[f32],
@@ -143,7 +139,7 @@ fn make_qkx2_quants(
 }
 
 /// Packs eight 6-bit scales and mins into the 12 bytes Q4_K and Q5_K use.
-fn pack_scales_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
+pub(super) fn pack_scales_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
     let mut s = [0u8; 12];
     for j in 0..8 {
         if j < 4 {
@@ -162,7 +158,7 @@ fn pack_scales_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
 /// `make_qkx2_quants`, quantized to 6 bits against the block's largest, then
 /// every value re-quantized against the 6-bit scale it will be decoded with.
 /// Returns (d, dmin, packed scales, levels 0..=nmax).
-fn quantize_k_block(
+pub(super) fn quantize_k_block(
     x: &[f32],
     nmax: i32,
     rmin: f32,
@@ -234,92 +230,15 @@ fn quantize_k_block(
     (d, dmin, packed, l)
 }
 
-pub fn q4_k(x: &[f32], y: &mut [BlockQ4K]) {
-    for (x, b) in x.chunks_exact(QK_K).zip(y) {
-        let (d, dmin, scales, l) = quantize_k_block(x, 15, -1.0, 20);
-        b.d = d;
-        b.dmin = dmin;
-        b.scales = scales;
-        for (chunk, q) in b.qs.chunks_exact_mut(32).enumerate() {
-            for (i, q) in q.iter_mut().enumerate() {
-                *q = l[64 * chunk + i] | (l[64 * chunk + i + 32] << 4);
-            }
-        }
-    }
-}
-
-pub fn q5_k(x: &[f32], y: &mut [BlockQ5K]) {
-    for (x, b) in x.chunks_exact(QK_K).zip(y) {
-        let (d, dmin, scales, l) = quantize_k_block(x, 31, -0.5, 15);
-        b.d = d;
-        b.dmin = dmin;
-        b.scales = scales;
-        b.qh = [0; 32];
-        for (chunk, ql) in b.qs.chunks_exact_mut(32).enumerate() {
-            let (m1, m2) = (1u8 << (2 * chunk), 2u8 << (2 * chunk));
-            for j in 0..32 {
-                let mut l1 = l[64 * chunk + j];
-                if l1 > 15 {
-                    l1 -= 16;
-                    b.qh[j] |= m1;
-                }
-                let mut l2 = l[64 * chunk + j + 32];
-                if l2 > 15 {
-                    l2 -= 16;
-                    b.qh[j] |= m2;
-                }
-                ql[j] = l1 | (l2 << 4);
-            }
-        }
-    }
-}
-
-pub fn q6_k(x: &[f32], y: &mut [BlockQ6K]) {
-    for (x, b) in x.chunks_exact(QK_K).zip(y) {
-        let mut l = [0i8; QK_K];
-        let mut scales = [0f32; 16];
-        let (mut max_scale, mut max_abs_scale) = (0.0f32, 0.0f32);
-        for ib in 0..16 {
-            let scale =
-                make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
-            scales[ib] = scale;
-            if scale.abs() > max_abs_scale {
-                max_abs_scale = scale.abs();
-                max_scale = scale;
-            }
-        }
-        if max_abs_scale < GROUP_MAX_EPS {
-            *b = BlockQ6K::zeroed();
-            continue;
-        }
-        let iscale = -128.0 / max_scale;
-        b.d = f16::from_f32(1.0 / iscale);
-        for (s, &scale) in b.scales.iter_mut().zip(&scales) {
-            *s = nearest_int(iscale * scale).min(127) as i8;
-        }
-        for j in 0..16 {
-            let d = b.d.to_f32() * b.scales[j] as f32;
-            if d == 0.0 {
-                continue;
-            }
-            for i in 0..16 {
-                let q = nearest_int(x[16 * j + i] / d).clamp(-32, 31);
-                l[16 * j + i] = (q + 32) as i8;
-            }
-        }
-        for half in 0..2 {
-            let l = &l[128 * half..128 * half + 128];
-            let ql = &mut b.ql[64 * half..64 * half + 64];
-            for i in 0..32 {
-                let q = |k: usize| l[i + 32 * k] as u8;
-                ql[i] = (q(0) & 0xF) | ((q(2) & 0xF) << 4);
-                ql[i + 32] = (q(1) & 0xF) | ((q(3) & 0xF) << 4);
-            }
-            let qh = &mut b.qh[32 * half..32 * half + 32];
-            for i in 0..32 {
-                let q = |k: usize| l[i + 32 * k] as u8;
-                qh[i] = (q(0) >> 4) | ((q(1) >> 4) << 2) | ((q(2) >> 4) << 4) | ((q(3) >> 4) << 6);
-            }
-        }
+/// Scale and min of sub-block `j` (0..8) from the 12 packed bytes of a Q4_K or
+/// Q5_K block: 6 bits each.
+pub fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
     }
 }
