@@ -210,6 +210,17 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
         be.silu_mul(&mut g, &x).unwrap();
         g
     });
+    // SiLU over its whole range (exp clamped past ±88) and a length that
+    // leaves a remainder for every SIMD width.
+    let wide: Vec<f32> = ggml_test_values(24, 224)[..203]
+        .iter()
+        .map(|v| v * 120.0)
+        .collect();
+    each_backend("silu_mul wide", true, 203, |be| {
+        let mut g = wide.clone();
+        be.silu_mul(&mut g, &x[..203]).unwrap();
+        g
+    });
     each_backend("gelu", true, d, |be| {
         let mut g = x.clone();
         be.gelu(&mut g).unwrap();

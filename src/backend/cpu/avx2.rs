@@ -40,6 +40,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         axpy_f16,
         axpy_f32,
+        silu_mul,
         ..base
     }
 }
@@ -170,6 +171,63 @@ fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
     // SAFETY: as for `axpy_f16`.
     unsafe { axpy_f32_impl(p, v, out) }
+}
+
+fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; the kernel loads and stores whole chunks of the slices.
+    unsafe { silu_mul_impl(gate, up) }
+}
+
+/// `gate = silu(gate) · up` eight at a time: the scalar twin's steps
+/// (`rows::exp`, then a divide and a multiply) lane by lane, so bit-equal.
+///
+/// # Safety
+/// AVX2 (module note).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn silu_mul_impl(gate: &mut [f32], up: &[f32]) {
+    let mut gs = gate.chunks_exact_mut(8);
+    let mut us = up.chunks_exact(8);
+    for (g, u) in (&mut gs).zip(&mut us) {
+        let x = _mm256_loadu_ps(g.as_ptr());
+        let e = exp8(_mm256_xor_ps(x, _mm256_set1_ps(-0.0)));
+        let silu = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0), e));
+        _mm256_storeu_ps(
+            g.as_mut_ptr(),
+            _mm256_mul_ps(silu, _mm256_loadu_ps(u.as_ptr())),
+        );
+    }
+    super::rows::silu_mul(gs.into_remainder(), us.remainder());
+}
+
+/// `rows::exp` on eight lanes, step for step (separate multiplies and adds:
+/// no fused multiply-add, so every lane equals the scalar twin).
+///
+/// # Safety
+/// AVX2 (module note).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn exp8(x: __m256) -> __m256 {
+    use super::rows::exp_consts::*;
+    let set = _mm256_set1_ps;
+    let x = _mm256_min_ps(_mm256_max_ps(x, set(LO)), set(HI));
+    let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
+        x,
+        set(LOG2E),
+    ));
+    let r = _mm256_sub_ps(
+        _mm256_sub_ps(x, _mm256_mul_ps(n, set(LN2_HI))),
+        _mm256_mul_ps(n, set(LN2_LO)),
+    );
+    let mut p = set(P[0]);
+    for &c in &P[1..] {
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), set(c));
+    }
+    let e = _mm256_add_ps(
+        _mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r),
+        set(1.0),
+    );
+    let bits = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    _mm256_mul_ps(e, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(bits)))
 }
 
 /// `out += p · v`, eight at a time: each f16 widened exactly (VCVTPH2PS),

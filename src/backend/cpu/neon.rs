@@ -36,6 +36,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q6_k_q8_k,
         axpy_f16,
         axpy_f32,
+        silu_mul,
         ..base
     }
 }
@@ -330,6 +331,51 @@ fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
     // SAFETY: as for `axpy_f16`.
     unsafe { axpy_f32_impl(p, v, out) }
+}
+
+fn silu_mul(gate: &mut [f32], up: &[f32]) {
+    // SAFETY: NEON is part of every AArch64 CPU; the kernel loads and stores
+    // whole chunks of the slices.
+    unsafe { silu_mul_impl(gate, up) }
+}
+
+/// `gate = silu(gate) · up` four at a time: the scalar twin's steps
+/// (`rows::exp`, then a divide and a multiply) lane by lane, so bit-equal.
+///
+/// # Safety
+/// NEON only.
+unsafe fn silu_mul_impl(gate: &mut [f32], up: &[f32]) {
+    let mut gs = gate.chunks_exact_mut(4);
+    let mut us = up.chunks_exact(4);
+    for (g, u) in (&mut gs).zip(&mut us) {
+        let x = vld1q_f32(g.as_ptr());
+        let silu = vdivq_f32(x, vaddq_f32(vdupq_n_f32(1.0), exp4(vnegq_f32(x))));
+        vst1q_f32(g.as_mut_ptr(), vmulq_f32(silu, vld1q_f32(u.as_ptr())));
+    }
+    super::rows::silu_mul(gs.into_remainder(), us.remainder());
+}
+
+/// `rows::exp` on four lanes, step for step (separate multiplies and adds:
+/// no fused multiply-add, so every lane equals the scalar twin).
+///
+/// # Safety
+/// NEON only.
+unsafe fn exp4(x: float32x4_t) -> float32x4_t {
+    use super::rows::exp_consts::*;
+    let set = |v: f32| vdupq_n_f32(v);
+    let x = vminq_f32(vmaxq_f32(x, set(LO)), set(HI));
+    let n = vrndnq_f32(vmulq_f32(x, set(LOG2E)));
+    let r = vsubq_f32(
+        vsubq_f32(x, vmulq_f32(n, set(LN2_HI))),
+        vmulq_f32(n, set(LN2_LO)),
+    );
+    let mut p = set(P[0]);
+    for &c in &P[1..] {
+        p = vaddq_f32(vmulq_f32(p, r), set(c));
+    }
+    let e = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), set(1.0));
+    let bits = vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127));
+    vmulq_f32(e, vreinterpretq_f32_s32(vshlq_n_s32::<23>(bits)))
 }
 
 /// `out += p · v`, four at a time: each f16 widened exactly (FCVTL), then

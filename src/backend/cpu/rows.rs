@@ -1,6 +1,7 @@
 //! Row operations in ggml's numerics, the scalar twins of the variants'
 //! element-wise kernels: RMSNorm and LayerNorm (sums in f64), RoPE (angles by
-//! ggml's recurrence), SwiGLU, GELU through ggml's f16 table, and the
+//! ggml's recurrence), SwiGLU (with a polynomial exp every SIMD twin
+//! repeats), GELU through ggml's f16 table, and the
 //! attention's weighted sum of V rows.
 
 use half::f16;
@@ -32,11 +33,50 @@ pub fn layer_norm(x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
     }
 }
 
-/// `gate = silu(gate) * up`.
+/// `gate = silu(gate) * up`, with silu(g) = g / (1 + exp(-g)) and `exp` the
+/// polynomial below, so every variant's SIMD kernel gives the same bits.
 pub fn silu_mul(gate: &mut [f32], up: &[f32]) {
     for (g, u) in gate.iter_mut().zip(up) {
-        *g = (*g / (1.0 + (-*g).exp())) * u;
+        *g = (*g / (1.0 + exp(-*g))) * u;
     }
+}
+
+/// The constants of `exp`, shared with the SIMD kernels.
+pub(super) mod exp_consts {
+    /// Inputs are clamped to [LO, HI]: exp stays a normal, finite f32.
+    pub const LO: f32 = -87.3;
+    pub const HI: f32 = 88.3;
+    pub const LOG2E: f32 = std::f32::consts::LOG2_E;
+    /// ln 2 in two parts (Cody–Waite): `n · LN2_HI` is exact for |n| < 2^15.
+    pub const LN2_HI: f32 = 0.693_359_4;
+    pub const LN2_LO: f32 = -2.121_944_4e-4;
+    /// Cephes' expf polynomial, highest degree first.
+    pub const P: [f32; 6] = [
+        1.987_569_1e-4,
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        5.000_000_1e-1,
+    ];
+}
+
+/// exp(x) within 2 ulp on [-87.3, 88.3] (clamped outside), from multiplies,
+/// adds and one rounding to an integer only: no fused multiply-add and no
+/// library call, so a SIMD kernel doing the same steps lane by lane is
+/// bit-equal on every target. x = n·ln2 + r with |r| <= ln2/2; exp(r) by
+/// Cephes' polynomial; 2^n from its exponent bits (n in [-126, 127]).
+pub(super) fn exp(x: f32) -> f32 {
+    use exp_consts::*;
+    let x = x.max(LO).min(HI);
+    let n = (x * LOG2E).round_ties_even();
+    let r = (x - n * LN2_HI) - n * LN2_LO;
+    let mut p = P[0];
+    for c in &P[1..] {
+        p = p * r + c;
+    }
+    let e = (p * (r * r) + r) + 1.0;
+    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
 /// GELU (tanh approximation) as ggml evaluates it: 0 at or below -10, the
@@ -77,20 +117,22 @@ fn gelu_table() -> &'static [f16] {
 pub fn rope(rope: &Rope, x: &mut [f32], pos: i32) {
     let theta_scale = rope.base.powf(-2.0 / rope.dim as f32);
     let half = rope.dim / 2;
-    for head in x.chunks_exact_mut(rope.head_dim) {
-        let mut theta = pos as f32;
-        for i in 0..half {
-            let factor = rope.freq_factors.as_ref().map_or(1.0, |f| f[i]);
-            let (s, c) = (rope.freq_scale * theta / factor).sin_cos();
-            let (a, b) = match rope.kind {
-                RopeKind::Normal => (2 * i, 2 * i + 1),
-                RopeKind::Neox => (i, i + half),
-            };
+    // Every head turns by the same angles: each sine and cosine is computed
+    // once per row, not once per head.
+    let mut theta = pos as f32;
+    for i in 0..half {
+        let factor = rope.freq_factors.as_ref().map_or(1.0, |f| f[i]);
+        let (s, c) = (rope.freq_scale * theta / factor).sin_cos();
+        let (a, b) = match rope.kind {
+            RopeKind::Normal => (2 * i, 2 * i + 1),
+            RopeKind::Neox => (i, i + half),
+        };
+        for head in x.chunks_exact_mut(rope.head_dim) {
             let (x0, x1) = (head[a], head[b]);
             head[a] = x0 * c - x1 * s;
             head[b] = x0 * s + x1 * c;
-            theta *= theta_scale;
         }
+        theta *= theta_scale;
     }
 }
 
@@ -127,6 +169,26 @@ mod tests {
             freq_scale: 1.0,
             freq_factors: None,
         }
+    }
+
+    #[test]
+    fn the_polynomial_exp_is_within_two_ulp() {
+        let mut worst = 0.0f64;
+        for i in 0..=200_000 {
+            let x = -87.0 + 175.0 * i as f32 / 200_000.0;
+            let want = (x as f64).exp();
+            let err = ((exp(x) as f64 - want) / want).abs();
+            worst = worst.max(err);
+        }
+        // 2 ulp of an f32 is 2^-22 relative, at most.
+        assert!(worst <= 2.0f64.powi(-22), "worst relative error {worst}");
+        // Clamped outside: finite, never zero, so silu stays finite.
+        assert!(exp(1000.0).is_finite() && exp(-1000.0) > 0.0);
+        let (mut g, u) = ([-1000.0, -1.0, 0.0, 1.0, 1000.0], [1.0; 5]);
+        silu_mul(&mut g, &u);
+        assert!(g.iter().all(|v| v.is_finite()), "{g:?}");
+        assert_eq!((g[2], g[4]), (0.0, 1000.0));
+        assert!((g[3] - 0.731_058_6).abs() < 1e-6, "{}", g[3]);
     }
 
     #[test]

@@ -39,8 +39,51 @@ mod imp {
             vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k,
             gemv_q4_0_x4i4,
+            silu_mul,
             ..base
         }
+    }
+
+    /// `gate = silu(gate) · up` four at a time: the scalar twin's steps
+    /// (`rows::exp`, then a divide and a multiply) lane by lane, so bit-equal.
+    fn silu_mul(gate: &mut [f32], up: &[f32]) {
+        let mut gs = gate.chunks_exact_mut(4);
+        let mut us = up.chunks_exact(4);
+        for (g, u) in (&mut gs).zip(&mut us) {
+            let x = load16(g);
+            let silu = f32x4_div(x, f32x4_add(f32x4_splat(1.0), exp4(f32x4_neg(x))));
+            let y = f32x4_mul(silu, load16(u));
+            g.copy_from_slice(&[
+                f32x4_extract_lane::<0>(y),
+                f32x4_extract_lane::<1>(y),
+                f32x4_extract_lane::<2>(y),
+                f32x4_extract_lane::<3>(y),
+            ]);
+        }
+        crate::backend::cpu::rows::silu_mul(gs.into_remainder(), us.remainder());
+    }
+
+    /// `rows::exp` on four lanes, step for step (wasm has no fused
+    /// multiply-add in SIMD128, so every lane equals the scalar twin).
+    #[inline(always)]
+    fn exp4(x: v128) -> v128 {
+        use crate::backend::cpu::rows::exp_consts::*;
+        let x = f32x4_min(f32x4_max(x, f32x4_splat(LO)), f32x4_splat(HI));
+        let n = f32x4_nearest(f32x4_mul(x, f32x4_splat(LOG2E)));
+        let r = f32x4_sub(
+            f32x4_sub(x, f32x4_mul(n, f32x4_splat(LN2_HI))),
+            f32x4_mul(n, f32x4_splat(LN2_LO)),
+        );
+        let mut p = f32x4_splat(P[0]);
+        for &c in &P[1..] {
+            p = f32x4_add(f32x4_mul(p, r), f32x4_splat(c));
+        }
+        let e = f32x4_add(
+            f32x4_add(f32x4_mul(p, f32x4_mul(r, r)), r),
+            f32x4_splat(1.0),
+        );
+        let bits = i32x4_add(i32x4_trunc_sat_f32x4(n), i32x4_splat(127));
+        f32x4_mul(e, i32x4_shl(bits, 23))
     }
 
     /// Σ a·b over 16 i8 lanes as four i32 partial sums.
