@@ -432,7 +432,7 @@ impl CompletionRun {
                 if !self.context_shift {
                     return Ok(self.end(StopReason::Limit));
                 }
-                ctx.shift_context(self.n_keep, &mut self.pos)?;
+                shift_context(ctx, self.n_keep, &mut self.pos)?;
                 self.truncated = true;
             }
             match ctx.decode(&Batch::for_sequence(&[token], self.pos as i32, 0)?) {
@@ -521,32 +521,30 @@ impl CompletionRun {
     }
 }
 
-impl Context {
-    /// Frees half of the positions after `n_keep` and slides the rest down,
-    /// as llama.cpp's context shift.
-    fn shift_context(&mut self, n_keep: i32, pos: &mut usize) -> Result<()> {
-        let n_keep = (n_keep.max(0) as usize).min(*pos);
-        let n_discard = (*pos - n_keep) / 2;
-        if n_discard == 0 {
-            return Err(Error::ContextFull {
-                n_ctx: self.n_ctx(),
-                free: 0,
-                needed: 1,
-            });
-        }
-        let (k, d, p) = (n_keep as i32, n_discard as i32, *pos as i32);
-        let mut kept = self.prompt_cache().to_vec();
-        self.kv_seq_rm(0, k, k + d)?;
-        self.kv_seq_add(0, k + d, p, -d)?;
-        if kept.len() >= n_keep + n_discard {
-            kept.drain(n_keep..n_keep + n_discard);
-        } else {
-            kept.clear();
-        }
-        self.set_prompt_cache(&kept);
-        *pos -= n_discard;
-        Ok(())
+/// Frees half of the positions after `n_keep` and slides the rest down, as
+/// llama.cpp's context shift (through `Context`'s public sequence calls).
+fn shift_context(ctx: &mut Context, n_keep: i32, pos: &mut usize) -> Result<()> {
+    let n_keep = (n_keep.max(0) as usize).min(*pos);
+    let n_discard = (*pos - n_keep) / 2;
+    if n_discard == 0 {
+        return Err(Error::ContextFull {
+            n_ctx: ctx.n_ctx(),
+            free: 0,
+            needed: 1,
+        });
     }
+    let (k, d, p) = (n_keep as i32, n_discard as i32, *pos as i32);
+    let mut kept = ctx.prompt_cache().to_vec();
+    ctx.kv_seq_rm(0, k, k + d)?;
+    ctx.kv_seq_add(0, k + d, p, -d)?;
+    if kept.len() >= n_keep + n_discard {
+        kept.drain(n_keep..n_keep + n_discard);
+    } else {
+        kept.clear();
+    }
+    ctx.set_prompt_cache(&kept);
+    *pos -= n_discard;
+    Ok(())
 }
 
 #[cfg(test)]

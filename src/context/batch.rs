@@ -9,13 +9,13 @@ use crate::kv::{SeqId, MAX_SEQUENCES};
 #[derive(Clone, Debug)]
 pub struct Batch {
     capacity: usize,
-    pub(crate) tokens: Vec<u32>,
-    pub(crate) pos: Vec<i32>,
+    pub(super) tokens: Vec<u32>,
+    pub(super) pos: Vec<i32>,
     /// Each token's first sequence (the one whose cells it attends to).
-    pub(crate) seq: Vec<SeqId>,
+    pub(super) seq: Vec<SeqId>,
     /// Each token's sequences, one bit each.
-    pub(crate) seq_mask: Vec<u64>,
-    pub(crate) logits: Vec<bool>,
+    pub(super) seq_mask: Vec<u64>,
+    pub(super) logits: Vec<bool>,
 }
 
 impl Batch {
