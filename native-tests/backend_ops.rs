@@ -386,43 +386,90 @@ fn gemv_kernels_never_write_past_their_output() {
     }
 }
 
-/// The attention's V-sum kernels (`out += p · v`) of every variant against
-/// their scalar twins in `rows.rs`, bit for bit (multiply then add, no fused
-/// multiply-add), on lengths around the vector widths.
+/// The attention's kernels over cached rows against their scalar twins on
+/// every variant, on head widths around the vector widths and scattered
+/// cells: the f16 weighted sum and the f32 `axpy` bit for bit (multiply then
+/// add, no fused multiply-add); each f16 score bit for bit equal to the
+/// variant's own `vec_dot_f16` of the row and the query in f16.
 #[test]
-fn axpy_kernels_equal_their_scalar_twins() {
+fn attention_row_kernels_equal_their_twins() {
+    use half::f16;
     use lamina::backend::cpu::rows;
     let cpu = CpuDevice::new(Some("scalar")).unwrap();
-    for len in [1usize, 3, 4, 7, 8, 9, 31, 64, 100] {
-        let v = ggml_test_values(40 + len as u64, len.div_ceil(32) * 32);
-        let v = &v[..len];
-        let v16: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f32(x)).collect();
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    for hd in [1usize, 7, 8, 9, 31, 40, 64, 100, 128] {
+        let (stride, offset) = (3 * hd + 5, hd + 2);
+        let cells: Vec<u32> = vec![0, 5, 2, 9, 9, 1, 7];
+        let rows_f = ggml_test_values(50 + hd as u64, (10 * stride).div_ceil(32) * 32);
+        let cache: Vec<f16> = rows_f.iter().map(|&x| f16::from_f32(x)).collect();
+        let q: Vec<f32> = ggml_test_values(51, hd.div_ceil(32) * 32)[..hd]
+            .iter()
+            .map(|&x| f16::from_f32(x).to_f32())
+            .collect();
+        let q16: Vec<f16> = q.iter().map(|&x| f16::from_f32(x)).collect();
+        let p: Vec<f32> = [0.5f32, 0.0, -1.5e-3, 17.0, 0.25, 3.0, -2.0].to_vec();
+        let mut want_sum = vec![0.0f32; hd];
+        rows::wsum_f16(&cache, stride, offset, &cells, &p, &mut want_sum);
+        let v = &rows_f[..hd];
         let start = ggml_test_values(41, 32 * 4);
-        let start = &start[..len];
-        for p in [0.0f32, 0.37, -1.5e-3, 17.0] {
-            let (mut want16, mut want32) = (start.to_vec(), start.to_vec());
-            rows::axpy_f16(p, &v16, &mut want16);
-            rows::axpy_f32(p, v, &mut want32);
-            for variant in CpuVariant::compiled_variants() {
-                if !variant.supported(cpu.features()) {
-                    continue;
-                }
-                let k = cpu.kernels_for(variant).unwrap();
-                let (mut got16, mut got32) = (start.to_vec(), start.to_vec());
-                (k.axpy_f16)(p, &v16, &mut got16);
-                (k.axpy_f32)(p, v, &mut got32);
-                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let start = &start[..hd];
+        let mut want32 = start.to_vec();
+        rows::axpy_f32(0.37, v, &mut want32);
+        for variant in CpuVariant::compiled_variants() {
+            if !variant.supported(cpu.features()) {
+                continue;
+            }
+            let k = cpu.kernels_for(variant).unwrap();
+            let mut scores = vec![0.0f32; cells.len()];
+            (k.scores_f16)(&cache, stride, offset, &cells, &q, &mut scores);
+            for (j, &c) in cells.iter().enumerate() {
+                let row = &cache[c as usize * stride + offset..][..hd];
+                let want = (k.vec_dot_f16)(row, &q16);
                 assert_eq!(
-                    bits(&got16),
-                    bits(&want16),
-                    "axpy_f16 {variant} len {len} p {p}"
-                );
-                assert_eq!(
-                    bits(&got32),
-                    bits(&want32),
-                    "axpy_f32 {variant} len {len} p {p}"
+                    scores[j].to_bits(),
+                    want.to_bits(),
+                    "scores_f16 {variant} hd {hd} cell {c}"
                 );
             }
+            let mut got_sum = vec![f32::NAN; hd];
+            (k.wsum_f16)(&cache, stride, offset, &cells, &p, &mut got_sum);
+            assert_eq!(
+                bits(&got_sum),
+                bits(&want_sum),
+                "wsum_f16 {variant} hd {hd}"
+            );
+            let mut got32 = start.to_vec();
+            (k.axpy_f32)(0.37, v, &mut got32);
+            assert_eq!(bits(&got32), bits(&want32), "axpy_f32 {variant} hd {hd}");
         }
+    }
+}
+
+/// A cached row past the end of the cache is refused (a panic) before any
+/// kernel reads it.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+fn attention_row_kernels_check_their_rows() {
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    for variant in CpuVariant::compiled_variants() {
+        if !variant.supported(cpu.features()) {
+            continue;
+        }
+        let k = cpu.kernels_for(variant).unwrap();
+        let cache = vec![half::f16::ZERO; 64];
+        let q = [0.0f32; 16];
+        // Row 3 is 48..64: inside; row 4 would end at 80.
+        let mut out = [0.0f32; 1];
+        (k.scores_f16)(&cache, 16, 0, &[3], &q, &mut out);
+        let past = std::panic::catch_unwind(|| {
+            let mut out = [0.0f32; 1];
+            (k.scores_f16)(&cache, 16, 0, &[4], &q, &mut out);
+        });
+        assert!(past.is_err(), "{variant}: scores_f16 read past the cache");
+        let past = std::panic::catch_unwind(|| {
+            let mut out = [0.0f32; 16];
+            (k.wsum_f16)(&cache, 16, 1, &[3], &[1.0], &mut out);
+        });
+        assert!(past.is_err(), "{variant}: wsum_f16 read past the cache");
     }
 }

@@ -3,10 +3,12 @@
 //! type (f16 queries against an f16 cache), a softmax in f32 with an f64 sum,
 //! attention weights rounded to f16 before they meet an f16 V cache, and the
 //! weighted sum read straight from the V rows in their stored type (no
-//! conversion of the cache per token). The (token, head) pairs are split
+//! conversion of the cache per token; for f16 caches one kernel call per
+//! head goes over all its cells, keeping the sums in registers). The (token, head) pairs are split
 //! into pieces, one scratch each, kept between calls.
 
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use super::kernels::Kernels;
 use crate::backend::ops::{AttentionArgs, CacheRows};
@@ -23,9 +25,14 @@ pub(super) struct AttnPiece {
     visible: Vec<u32>,
     /// The token `visible` was built for.
     visible_for: Option<usize>,
-    q16: Vec<f16>,
+    /// The query rounded to f16, held as f32.
+    q16: Vec<f32>,
     q8: Vec<BlockQ8_0>,
-    probs16: Vec<f16>,
+    /// The weights rounded to f16, held as f32.
+    probs16: Vec<f32>,
+    /// f16 staging for those roundings (the `half` crate's slice
+    /// conversions are vectorized; its one-value ones dispatch per call).
+    half: Vec<f16>,
 }
 
 impl AttnPiece {
@@ -41,9 +48,10 @@ impl AttnPiece {
         if self.visible.capacity() < cells {
             self.visible.reserve(cells - self.visible.len());
         }
-        grow(&mut self.q16, hd, f16::ZERO);
+        grow(&mut self.q16, hd, 0.0);
         grow(&mut self.q8, hd.div_ceil(QK), BlockQ8_0::zeroed());
-        grow(&mut self.probs16, cells, f16::ZERO);
+        grow(&mut self.probs16, cells, 0.0);
+        grow(&mut self.half, cells.max(hd), f16::ZERO);
     }
 }
 
@@ -119,13 +127,13 @@ fn head_attention(
     let scores = &mut s.scores[..s.visible.len()];
     match a.k {
         CacheRows::F16(kc, _) => {
-            let qh = &mut s.q16[..hd];
-            for (d, &v) in qh.iter_mut().zip(q) {
-                *d = f16::from_f32(v);
-            }
-            for (sc, &c) in scores.iter_mut().zip(&s.visible) {
-                let start = c as usize * kv_w + off;
-                *sc = (k.vec_dot_f16)(&kc[start..start + hd], qh) * a.scale;
+            // The query in f16, as ggml converts it, held as f32 (exactly).
+            let (qh, qf) = (&mut s.half[..hd], &mut s.q16[..hd]);
+            qh.convert_from_f32_slice(q);
+            qh.convert_to_f32_slice(qf);
+            (k.scores_f16)(kc, kv_w, off, &s.visible, qf, scores);
+            for sc in scores.iter_mut() {
+                *sc *= a.scale;
             }
         }
         CacheRows::F32(kc, _) => {
@@ -153,26 +161,23 @@ fn head_attention(
     for sc in scores.iter_mut() {
         *sc *= inv;
     }
-    out.fill(0.0);
     match a.v {
         CacheRows::F16(vc, _) => {
             // ggml rounds the weights through f16 when they meet an f16 V.
-            let h = &mut s.probs16[..scores.len()];
-            for (d, &p) in h.iter_mut().zip(scores.iter()) {
-                *d = f16::from_f32(p);
-            }
-            for (&c, &p) in s.visible.iter().zip(h.iter()) {
-                let start = c as usize * kv_w + off;
-                (k.axpy_f16)(p.to_f32(), &vc[start..start + hd], out);
-            }
+            let (ph, h) = (&mut s.half[..scores.len()], &mut s.probs16[..scores.len()]);
+            ph.convert_from_f32_slice(scores);
+            ph.convert_to_f32_slice(h);
+            (k.wsum_f16)(vc, kv_w, off, &s.visible, h, out);
         }
         CacheRows::F32(vc, _) => {
+            out.fill(0.0);
             for (&c, &p) in s.visible.iter().zip(scores.iter()) {
                 let start = c as usize * kv_w + off;
                 (k.axpy_f32)(p, &vc[start..start + hd], out);
             }
         }
         CacheRows::Q8_0(vc, _) => {
+            out.fill(0.0);
             for (&c, &p) in s.visible.iter().zip(scores.iter()) {
                 let start = (c as usize * kv_w + off) / QK;
                 for (o, b) in out.chunks_exact_mut(QK).zip(&vc[start..start + hd / QK]) {

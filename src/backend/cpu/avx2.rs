@@ -38,7 +38,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q6_k_q8_k,
         gemv_q4_0_x8i8,
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
-        axpy_f16,
+        scores_f16,
+        wsum_f16,
         axpy_f32,
         silu_mul,
         ..base
@@ -161,15 +162,35 @@ fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
     // fma and f16c; lengths checked above.
     unsafe { vec_dot_f16_impl(x, y) }
 }
-fn axpy_f16(p: f32, v: &[half::f16], out: &mut [f32]) {
-    super::scalar::check_axpy(v, out);
+fn scores_f16(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    super::rows::check_cells(k.len(), stride, offset, q.len(), cells, out.len());
     // SAFETY: only reachable through the table built after detecting avx2,
-    // fma and f16c; lengths checked above.
-    unsafe { axpy_f16_impl(p, v, out) }
+    // fma and f16c; every row read lies in `k` (checked above).
+    unsafe { scores_f16_impl(k, stride, offset, cells, q, out) }
+}
+fn wsum_f16(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    super::rows::check_cells(v.len(), stride, offset, out.len(), cells, p.len());
+    // SAFETY: as for `scores_f16`: every row read lies in `v`.
+    unsafe { wsum_f16_impl(v, stride, offset, cells, p, out) }
 }
 fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
-    // SAFETY: as for `axpy_f16`.
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
     unsafe { axpy_f32_impl(p, v, out) }
 }
 
@@ -230,24 +251,94 @@ unsafe fn exp8(x: __m256) -> __m256 {
     _mm256_mul_ps(e, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(bits)))
 }
 
-/// `out += p · v`, eight at a time: each f16 widened exactly (VCVTPH2PS),
-/// then one multiply and one add, as the scalar twin (bit-equal).
+/// One query against cached f16 K rows, each score with the same
+/// operations in the same order as `vec_dot_f16_impl` of the row and the
+/// query in f16 (so bit-equal to it), the query widened once for all rows.
 ///
 /// # Safety
-/// AVX2 and F16C (module note); `v.len() == out.len()`.
+/// AVX2 and F16C (module note); `out.len() == cells.len()` and every row
+/// `c * stride + offset .. + q.len()` inside `k` (`rows::check_cells`).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn axpy_f16_impl(p: f32, v: &[half::f16], out: &mut [f32]) {
-    let n = v.len();
-    let pv = _mm256_set1_ps(p);
-    let mut i = 0;
-    while i + 8 <= n {
-        let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i).cast()));
-        let o = out.as_mut_ptr().add(i);
-        _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(pv, x)));
-        i += 8;
+unsafe fn scores_f16_impl(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    let n = q.len();
+    for (o, &c) in out.iter_mut().zip(cells) {
+        let x = k.as_ptr().add(c as usize * stride + offset);
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut i = 0;
+        while i + 32 <= n {
+            for (j, a) in acc.iter_mut().enumerate() {
+                let xv = _mm256_cvtph_ps(_mm_loadu_si128(x.add(i + 8 * j).cast()));
+                *a = _mm256_fmadd_ps(xv, _mm256_loadu_ps(q.as_ptr().add(i + 8 * j)), *a);
+            }
+            i += 32;
+        }
+        let mut sum = hsum_f32(_mm256_add_ps(
+            _mm256_add_ps(acc[0], acc[1]),
+            _mm256_add_ps(acc[2], acc[3]),
+        ));
+        while i < n {
+            sum += fp16(*x.add(i)) * q[i];
+            i += 1;
+        }
+        *o = sum;
     }
-    for (o, x) in out[i..].iter_mut().zip(&v[i..]) {
-        *o += p * x.to_f32();
+}
+
+/// The weighted sum of cached f16 V rows with the sums held in registers
+/// across the cells (32 columns at a time): per value one exact widening
+/// (VCVTPH2PS), one multiply and one add in cell order, as the scalar twin.
+///
+/// # Safety
+/// AVX2 and F16C (module note); `p.len() == cells.len()` and every row
+/// `c * stride + offset .. + out.len()` inside `v` (`rows::check_cells`).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn wsum_f16_impl(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    let n = out.len();
+    let row = |c: u32, col: usize| v.as_ptr().add(c as usize * stride + offset + col);
+    let mut col = 0;
+    while col + 32 <= n {
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (&c, &w) in cells.iter().zip(p) {
+            let (r, pw) = (row(c, col), _mm256_set1_ps(w));
+            for (j, a) in acc.iter_mut().enumerate() {
+                let x = _mm256_cvtph_ps(_mm_loadu_si128(r.add(8 * j).cast()));
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(pw, x));
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.as_mut_ptr().add(col + 8 * j), *a);
+        }
+        col += 32;
+    }
+    while col + 8 <= n {
+        let mut acc = _mm256_setzero_ps();
+        for (&c, &w) in cells.iter().zip(p) {
+            let x = _mm256_cvtph_ps(_mm_loadu_si128(row(c, col).cast()));
+            acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(w), x));
+        }
+        _mm256_storeu_ps(out.as_mut_ptr().add(col), acc);
+        col += 8;
+    }
+    for (d, o) in out.iter_mut().enumerate().skip(col) {
+        let mut sum = 0.0f32;
+        for (&c, &w) in cells.iter().zip(p) {
+            sum += w * fp16(*row(c, d));
+        }
+        *o = sum;
     }
 }
 

@@ -28,8 +28,12 @@ pub type VecDot4Fn<X, Y> = fn(&[X], [&[Y]; 4]) -> [f32; 4];
 /// so a row padded with copies gives the same values.
 pub type TileF16Fn = fn([&[f16]; 4], [&[f32]; 2]) -> [[f32; 2]; 4];
 
-/// `out += p · v` (the attention's weighted sum of V rows).
+/// `out += p · v` (the attention's weighted sum of f32 V rows).
 pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
+/// Attention over cached f16 rows `(cache, row stride, offset of the head,
+/// cells, per-cell or query values, out)`: `rows::scores_f16` and
+/// `rows::wsum_f16` say what each computes.
+pub type CachedRowsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32]);
 
 /// Every kernel the engine calls through a variant. A table is built only
 /// from a `SupportedVariant` (a witness that this CPU has the variant's
@@ -72,7 +76,10 @@ pub struct Kernels {
     pub rope: fn(&Rope, &mut [f32], i32),
     pub silu_mul: fn(&mut [f32], &[f32]),
     pub gelu: fn(&mut [f32]),
-    pub axpy_f16: AxpyFn<f16>,
+    /// One query's scores against cached f16 K rows.
+    pub scores_f16: CachedRowsFn,
+    /// The weighted sum of cached f16 V rows.
+    pub wsum_f16: CachedRowsFn,
     pub axpy_f32: AxpyFn<f32>,
     /// Whether f16 arithmetic is emulated in software (wasm32): products
     /// then widen each f16 weight row once instead of inside every dot.
@@ -110,7 +117,8 @@ impl Kernels {
             rope: rows::rope,
             silu_mul: rows::silu_mul,
             gelu: rows::gelu,
-            axpy_f16: rows::axpy_f16,
+            scores_f16: rows::scores_f16,
+            wsum_f16: rows::wsum_f16,
             axpy_f32: rows::axpy_f32,
             f16_in_software: cfg!(target_arch = "wasm32"),
         }

@@ -34,7 +34,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
-        axpy_f16,
+        scores_f16,
+        wsum_f16,
         axpy_f32,
         silu_mul,
         ..base
@@ -322,14 +323,34 @@ pub(crate) fn fp16(h: half::f16) -> f32 {
     out
 }
 
-fn axpy_f16(p: f32, v: &[half::f16], out: &mut [f32]) {
-    super::scalar::check_axpy(v, out);
-    // SAFETY: NEON is part of every AArch64 CPU; lengths checked above.
-    unsafe { axpy_f16_impl(p, v, out) }
+fn scores_f16(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    super::rows::check_cells(k.len(), stride, offset, q.len(), cells, out.len());
+    // SAFETY: NEON is part of every AArch64 CPU; every row read lies in `k`
+    // (checked above).
+    unsafe { scores_f16_impl(k, stride, offset, cells, q, out) }
+}
+fn wsum_f16(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    super::rows::check_cells(v.len(), stride, offset, out.len(), cells, p.len());
+    // SAFETY: as for `scores_f16`: every row read lies in `v`.
+    unsafe { wsum_f16_impl(v, stride, offset, cells, p, out) }
 }
 fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
-    // SAFETY: as for `axpy_f16`.
+    // SAFETY: NEON is part of every AArch64 CPU; lengths checked above.
     unsafe { axpy_f32_impl(p, v, out) }
 }
 
@@ -378,25 +399,86 @@ unsafe fn exp4(x: float32x4_t) -> float32x4_t {
     vmulq_f32(e, vreinterpretq_f32_s32(vshlq_n_s32::<23>(bits)))
 }
 
-/// `out += p · v`, four at a time: each f16 widened exactly (FCVTL), then
-/// one multiply and one add (no fused multiply-add), as the scalar twin.
+/// One query against cached f16 K rows, each score with the same
+/// operations in the same order as `vec_dot_f16_impl` of the row and the
+/// query in f16 (so bit-equal to it), the query widened once for all rows.
 ///
 /// # Safety
-/// NEON only; `v.len() == out.len()`.
-unsafe fn axpy_f16_impl(p: f32, v: &[half::f16], out: &mut [f32]) {
-    let pv = vdupq_n_f32(p);
-    let mut chunks = v.chunks_exact(4);
-    let mut outs = out.chunks_exact_mut(4);
-    for (h, o) in (&mut chunks).zip(&mut outs) {
-        let h: &[half::f16; 4] = h.try_into().expect("chunks of four");
-        let x = fp16x4(h);
-        vst1q_f32(
-            o.as_mut_ptr(),
-            vaddq_f32(vld1q_f32(o.as_ptr()), vmulq_f32(pv, x)),
-        );
+/// NEON only; `out.len() == cells.len()` and every row
+/// `c * stride + offset .. + q.len()` inside `k` (`rows::check_cells`).
+unsafe fn scores_f16_impl(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    let n = q.len();
+    for (o, &c) in out.iter_mut().zip(cells) {
+        let x = k.as_ptr().add(c as usize * stride + offset);
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for j in 0..2 {
+                let (x0, x1) = f16x8_to_f32(x.add(i + 8 * j));
+                let y = q.as_ptr().add(i + 8 * j);
+                acc[2 * j] = vfmaq_f32(acc[2 * j], x0, vld1q_f32(y));
+                acc[2 * j + 1] = vfmaq_f32(acc[2 * j + 1], x1, vld1q_f32(y.add(4)));
+            }
+            i += 16;
+        }
+        let mut sum = vaddvq_f32(vaddq_f32(
+            vaddq_f32(acc[0], acc[1]),
+            vaddq_f32(acc[2], acc[3]),
+        ));
+        while i < n {
+            sum += fp16(*x.add(i)) * q[i];
+            i += 1;
+        }
+        *o = sum;
     }
-    for (o, x) in outs.into_remainder().iter_mut().zip(chunks.remainder()) {
-        *o += p * fp16(*x);
+}
+
+/// The weighted sum of cached f16 V rows with the sums held in registers
+/// across the cells (16 columns at a time): per value one exact widening
+/// (FCVTL), one multiply and one add in cell order, as the scalar twin.
+///
+/// # Safety
+/// NEON only; `p.len() == cells.len()` and every row
+/// `c * stride + offset .. + out.len()` inside `v` (`rows::check_cells`).
+unsafe fn wsum_f16_impl(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    let n = out.len();
+    let row = |c: u32, col: usize| v.as_ptr().add(c as usize * stride + offset + col);
+    let mut col = 0;
+    while col + 16 <= n {
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        for (&c, &w) in cells.iter().zip(p) {
+            let (r, pw) = (row(c, col), vdupq_n_f32(w));
+            let (x0, x1) = f16x8_to_f32(r);
+            let (x2, x3) = f16x8_to_f32(r.add(8));
+            for (a, x) in acc.iter_mut().zip([x0, x1, x2, x3]) {
+                *a = vaddq_f32(*a, vmulq_f32(pw, x));
+            }
+        }
+        for (j, a) in acc.iter().enumerate() {
+            vst1q_f32(out.as_mut_ptr().add(col + 4 * j), *a);
+        }
+        col += 16;
+    }
+    for (d, o) in out.iter_mut().enumerate().skip(col) {
+        let mut sum = 0.0f32;
+        for (&c, &w) in cells.iter().zip(p) {
+            sum += w * fp16(*row(c, d));
+        }
+        *o = sum;
     }
 }
 

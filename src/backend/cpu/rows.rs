@@ -1,8 +1,8 @@
 //! Row operations in ggml's numerics, the scalar twins of the variants'
 //! element-wise kernels: RMSNorm and LayerNorm (sums in f64), RoPE (angles by
 //! ggml's recurrence), SwiGLU (with a polynomial exp every SIMD twin
-//! repeats), GELU through ggml's f16 table, and the
-//! attention's weighted sum of V rows.
+//! repeats), GELU through ggml's f16 table, and the attention's scores and
+//! weighted sums over cached rows.
 
 use half::f16;
 
@@ -57,7 +57,7 @@ pub(super) mod exp_consts {
         8.333_452e-3,
         4.166_579_6e-2,
         1.666_666_5e-1,
-        5.000_000_1e-1,
+        0.5, // Cephes' 5.0000001201e-1, which rounds to 0.5 in f32
     ];
 }
 
@@ -68,7 +68,7 @@ pub(super) mod exp_consts {
 /// Cephes' polynomial; 2^n from its exponent bits (n in [-126, 127]).
 pub(super) fn exp(x: f32) -> f32 {
     use exp_consts::*;
-    let x = x.max(LO).min(HI);
+    let x = x.clamp(LO, HI);
     let n = (x * LOG2E).round_ties_even();
     let r = (x - n * LN2_HI) - n * LN2_LO;
     let mut p = P[0];
@@ -136,13 +136,81 @@ pub fn rope(rope: &Rope, x: &mut [f32], pos: i32) {
     }
 }
 
-/// `out += p · v` for an f16 row (each value widened exactly, then one
-/// multiply and one add in f32: no fused multiply-add, so every variant
-/// gives the same bits).
-pub fn axpy_f16(p: f32, v: &[f16], out: &mut [f32]) {
-    super::scalar::check_axpy(v, out);
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o += p * x.to_f32();
+/// Panics unless every cached row `cells[j]` (`width` values from
+/// `c * stride + offset`) lies inside a cache of `len` values, and `per_cell`
+/// (scores or weights) has one value per cell: the attention kernels then
+/// index with no further check.
+pub(crate) fn check_cells(
+    len: usize,
+    stride: usize,
+    offset: usize,
+    width: usize,
+    cells: &[u32],
+    per_cell: usize,
+) {
+    assert_eq!(
+        cells.len(),
+        per_cell,
+        "attention rows: {per_cell} values for {} cells",
+        cells.len()
+    );
+    let Some(max) = cells.iter().copied().max() else {
+        return;
+    };
+    let end = (max as usize)
+        .checked_mul(stride)
+        .and_then(|s| s.checked_add(offset))
+        .and_then(|s| s.checked_add(width));
+    assert!(
+        end.is_some_and(|e| e <= len),
+        "attention rows: cell {max} (rows of {stride} from {offset}, {width} wide) past a cache of {len} values"
+    );
+}
+
+/// One query against cached f16 K rows: `out[j] = K[cells[j]] · q`, row `c`
+/// being `q.len()` values from `c * stride + offset`. `q` holds f16 values
+/// as f32 (exactly), so each score equals `vec_dot_f16` of the row and the
+/// query in f16 (an f64 sum here, as ggml's scalar f16 dot).
+pub fn scores_f16(
+    k: &[f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    check_cells(k.len(), stride, offset, q.len(), cells, out.len());
+    for (o, &c) in out.iter_mut().zip(cells) {
+        let row = &k[c as usize * stride + offset..][..q.len()];
+        let sum: f64 = row
+            .iter()
+            .zip(q)
+            .map(|(a, &b)| a.to_f32() as f64 * b as f64)
+            .sum();
+        *o = sum as f32;
+    }
+}
+
+/// The attention's weighted sum of cached f16 V rows, `out = Σ p[j] ·
+/// V[cells[j]]` (rows as in `scores_f16`, `out.len()` wide), overwriting
+/// `out`: from zero, in cell order, each value widened exactly, then one
+/// multiply and one add (no fused multiply-add, so every variant gives the
+/// same bits).
+pub fn wsum_f16(
+    v: &[f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    check_cells(v.len(), stride, offset, out.len(), cells, p.len());
+    out.fill(0.0);
+    for (&c, &w) in cells.iter().zip(p) {
+        let row = &v[c as usize * stride + offset..][..out.len()];
+        for (o, x) in out.iter_mut().zip(row) {
+            *o += w * x.to_f32();
+        }
     }
 }
 
