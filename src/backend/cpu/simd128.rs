@@ -39,6 +39,7 @@ mod imp {
             vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k,
             gemv_q4_0_x4i4,
+            scores_f16,
             silu_mul,
             ..base
         }
@@ -358,6 +359,46 @@ mod imp {
         let special = u32x4_eq(v128_and(h, u32x4_splat(0x7c00)), u32x4_splat(0x7c00));
         let inf_nan = v128_or(em, u32x4_splat(0x7f80_0000));
         v128_or(v128_bitselect(inf_nan, scaled, special), sign)
+    }
+
+    /// One query against cached f16 K rows, each score with the operations
+    /// of `vec_dot_f16` in its order (so bit-equal to it), the query held
+    /// as f32 so only the rows are widened.
+    fn scores_f16(
+        k: &[half::f16],
+        stride: usize,
+        offset: usize,
+        cells: &[u32],
+        q: &[f32],
+        out: &mut [f32],
+    ) {
+        crate::backend::cpu::rows::check_cells(k.len(), stride, offset, q.len(), cells, out.len());
+        let n = q.len();
+        for (o, &c) in out.iter_mut().zip(cells) {
+            let x = &k[c as usize * stride + offset..][..n];
+            let mut acc = [f32x4_splat(0.0); 2];
+            let mut i = 0;
+            while i + 8 <= n {
+                let xv = load16(&x[i..i + 8]);
+                let xh = i64x2_shuffle::<1, 1>(xv, xv);
+                acc[0] = f32x4_add(acc[0], f32x4_mul(f16x4_to_f32(xv), load16(&q[i..i + 4])));
+                acc[1] = f32x4_add(
+                    acc[1],
+                    f32x4_mul(f16x4_to_f32(xh), load16(&q[i + 4..i + 8])),
+                );
+                i += 8;
+            }
+            let v = f32x4_add(acc[0], acc[1]);
+            let mut sum = f32x4_extract_lane::<0>(v)
+                + f32x4_extract_lane::<1>(v)
+                + f32x4_extract_lane::<2>(v)
+                + f32x4_extract_lane::<3>(v);
+            while i < n {
+                sum += x[i].to_f32() * q[i];
+                i += 1;
+            }
+            *o = sum;
+        }
     }
 
     fn vec_dot_f16(x: &[half::f16], y: &[half::f16]) -> f32 {
