@@ -1,6 +1,6 @@
-//! Whole-row conversions between f32 and any `DType`, dispatching to the
-//! reference (de)quantizers of each type (`tensor/quants/`). Lengths are checked here, once, so the per-type
-//! functions can stay free of error handling.
+//! Whole-row conversions between f32 and any `DType`, dispatching to each
+//! type's reference (de)quantizers (`tensor/quants/`). Lengths are checked
+//! here, once, so the per-type functions can stay free of error handling.
 
 use half::{bf16, f16};
 

@@ -4,8 +4,9 @@
 //! attention weights rounded to f16 before they meet an f16 V cache, and the
 //! weighted sum read straight from the V rows in their stored type (no
 //! conversion of the cache per token; for f16 caches one kernel call per
-//! head goes over all its cells, keeping the sums in registers). The (token, head) pairs are split
-//! into pieces, one scratch each, kept between calls.
+//! head goes over all its cells, keeping the sums in registers). The
+//! (token, head) pairs are split into pieces, one scratch each, kept between
+//! calls.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
