@@ -208,6 +208,21 @@ fn truncations() {
         never(&f, &[2, 3]) && f[0] > 0.5 && f[1] > 0.3,
         "typical {f:?}"
     );
+    // Filters that would keep nothing keep the most likely token: min-p
+    // above 1 after typical-p (which leaves the candidates unsorted) once
+    // left none and the draw panicked.
+    for typical_p in [1.0, 0.9] {
+        let f = frequencies(
+            SamplingParams {
+                typical_p,
+                min_p: 2.0,
+                ..plain()
+            },
+            &logits,
+            100,
+        );
+        assert_eq!(f[0], 1.0, "typical {typical_p}, min-p 2: {f:?}");
+    }
 }
 
 #[test]

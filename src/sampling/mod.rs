@@ -124,7 +124,10 @@ impl Candidates {
                 .copied()
                 .filter(|c| c.logit >= min_logit)
                 .collect();
-            if kept.len() >= min_keep {
+            // A min-p above 1 keeps nothing here: fall through to the
+            // sorted path, which always keeps the top token (llama.cpp's
+            // unsorted path has the same guard).
+            if !kept.is_empty() && kept.len() >= min_keep {
                 self.data = kept;
                 return;
             }
