@@ -132,6 +132,32 @@ fn a_full_context_is_an_error_that_changes_nothing() {
     assert_eq!(max_diff(ctx.logits(-1).unwrap(), &got), 0.0);
 }
 
+/// Sizes no machine can serve are errors naming what was asked, not aborts
+/// on an allocation or thousands of threads.
+#[test]
+fn absurd_sizes_are_errors() {
+    let m = model();
+    let huge = |f: fn(&mut ContextParams)| {
+        let mut p = ContextParams {
+            n_ctx: 64,
+            n_threads: 1,
+            ..ContextParams::default()
+        };
+        f(&mut p);
+        match Context::new(m.clone(), p) {
+            Ok(_) => panic!("an absurd context was created"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let e = huge(|p| p.n_ctx = usize::MAX);
+    assert!(e.contains(&usize::MAX.to_string()), "{e}");
+    let e = huge(|p| p.n_threads = 1_000_000);
+    assert!(e.contains("1000000 threads"), "{e}");
+    let mut ctx = ctx_with(&m, 64, |_| {});
+    let e = lamina::bench::bench(&mut ctx, "m.gguf", 4, 0, usize::MAX).unwrap_err();
+    assert!(e.to_string().contains("repetitions are too many"), "{e}");
+}
+
 #[test]
 fn a_batch_larger_than_n_batch_is_refused() {
     let m = model();

@@ -339,6 +339,17 @@ fn bad_inputs_are_clear_errors() {
     let e = err(mean.encode(&batch));
     assert!(e.contains("600 tokens"), "{e}");
 
+    // An encoder keeps no cache rows, but its cells are still sized.
+    let e = err(Context::new(
+        cached(MINILM),
+        ContextParams {
+            n_ctx: usize::MAX,
+            ..ContextParams::default()
+        },
+    )
+    .map(|_| ()));
+    assert!(e.contains("cannot be allocated"), "{e}");
+
     // A generation model cannot rerank; an encoder cannot generate.
     let e = err(Context::new(
         cached(SMOLLM2),

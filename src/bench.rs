@@ -204,7 +204,10 @@ pub fn bench_at_depth(
             }
         };
         run(ctx, &mut rng)?;
-        let mut samples_ns = Vec::with_capacity(reps);
+        let mut samples_ns = Vec::new();
+        samples_ns.try_reserve_exact(reps).map_err(|_| {
+            Error::InvalidArgument(format!("{reps} repetitions are too many to record"))
+        })?;
         for _ in 0..reps {
             samples_ns.push(run(ctx, &mut rng)? * 1e6);
         }

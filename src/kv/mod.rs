@@ -64,6 +64,19 @@ fn in_range(pos: i32, p0: i32, p1: i32) -> bool {
 /// What re-rotates one layer's stored key row by a position delta.
 pub type ShiftKeys<'a> = &'a dyn Fn(&mut dyn Backend, usize, &mut [f32], i32) -> Result<()>;
 
+/// `n_ctx` zeroed per-cell entries, or an error when they cannot be
+/// allocated (an encoder's context has no cache rows to fail first).
+fn cells<T: Default + Clone>(n_ctx: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n_ctx).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "a context of {n_ctx} positions cannot be allocated"
+        ))
+    })?;
+    v.resize(n_ctx, T::default());
+    Ok(v)
+}
+
 impl KvCache {
     /// A cache of `n_ctx` cells for `layout`, its rows from `bt`.
     pub fn new(
@@ -95,8 +108,8 @@ impl KvCache {
             });
         }
         Ok(KvCache {
-            cell_seqs: vec![0; n_ctx],
-            cell_pos: vec![0; n_ctx],
+            cell_seqs: cells(n_ctx)?,
+            cell_pos: cells(n_ctx)?,
             layers,
             width: layout.width,
             type_k,

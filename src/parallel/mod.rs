@@ -74,6 +74,9 @@ impl<T> SharedMut<T> {
     }
 }
 
+/// The most worker threads per core a context may ask for.
+pub const MAX_THREADS_PER_CORE: usize = 8;
+
 impl Workers {
     pub fn new(n_threads: usize) -> Result<Workers> {
         if n_threads == 0 {
@@ -107,6 +110,16 @@ impl Workers {
 
     #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
     fn with_threads(n_threads: usize) -> Result<Workers> {
+        // More threads than cores only make them wait for each other; far
+        // more (a typo, a wrapped negative number) would start thousands of
+        // OS threads before the first token.
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let most = MAX_THREADS_PER_CORE * cores;
+        if n_threads > most {
+            return Err(Error::InvalidArgument(format!(
+                "{n_threads} threads is too many: at most {most} ({MAX_THREADS_PER_CORE} per core, {cores} cores here)"
+            )));
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n_threads)
             .thread_name(|i| format!("lamina-worker-{i}"))
