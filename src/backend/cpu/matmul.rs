@@ -306,10 +306,10 @@ fn float_product(
             // The activations rounded to f16 as ggml does, held as f32
             // (exactly: f16 × f16 products are exact in f32), so each weight
             // row is widened once for all activation rows.
+            let h = sized(&mut acts.f16, x.len(), f16::ZERO);
+            h.convert_from_f32_slice(x);
             let y = sized(&mut acts.f32, x.len(), 0.0);
-            for (w, &v) in y.iter_mut().zip(x) {
-                *w = f16::from_f32(v).to_f32();
-            }
+            h.convert_to_f32_slice(y);
             let y = &*y;
             split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
                 if let Some(tile) = k.tile_f16 {
