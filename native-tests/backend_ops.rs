@@ -295,12 +295,17 @@ fn attention_matches_the_scalar_backend() {
             query_pos: &query_pos,
             query_seq: &query_seq,
             causal: true,
+            window: None,
         };
-        for causal in [true, false] {
-            let args = AttentionArgs { causal, ..base };
+        for (causal, window) in [(true, None), (false, None), (true, Some(3))] {
+            let args = AttentionArgs {
+                causal,
+                window,
+                ..base
+            };
             // The K dots of some variants accumulate in lanes (AVX2's).
             each_backend(
-                &format!("attention {} causal {causal}", ty.name()),
+                &format!("attention {} causal {causal} window {window:?}", ty.name()),
                 false,
                 hd,
                 |be| {
@@ -309,6 +314,35 @@ fn attention_matches_the_scalar_backend() {
                     out
                 },
             );
+        }
+        // A window of one position: each query sees only the cell at its own
+        // position (cells 7, 10 and 5), so its output is that cell's V row.
+        let own = AttentionArgs {
+            window: Some(1),
+            ..base
+        };
+        let mut out = vec![0.0; n * n_head * hd];
+        scalar()
+            .create_backend(1)
+            .unwrap()
+            .attention(&own, &mut out)
+            .unwrap();
+        for (i, cell) in [7usize, 10, 5].into_iter().enumerate() {
+            let mut v_row = vec![0.0; kv_w];
+            let mut be = scalar().create_backend(1).unwrap();
+            be.get_row(vb.view(), cell, &mut v_row).unwrap();
+            for h in 0..n_head {
+                let kv_head = h / (n_head / n_head_kv);
+                let got = &out[(i * n_head + h) * hd..(i * n_head + h + 1) * hd];
+                let want = &v_row[kv_head * hd..(kv_head + 1) * hd];
+                for (g, w) in got.iter().zip(want) {
+                    assert!(
+                        (g - w).abs() <= 1e-3 * w.abs().max(1.0),
+                        "{}: {g} vs {w}",
+                        ty.name()
+                    );
+                }
+            }
         }
         // A mismatched shape is an error naming it, not a silent zero.
         let bad = AttentionArgs {

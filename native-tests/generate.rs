@@ -9,12 +9,14 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 
 use std::sync::Arc;
 
-use common::{golden_path, json_ids, model_path, read_file};
+#[cfg(target_arch = "x86_64")]
+use common::teacher::F16;
+use common::teacher::{read_f32, teacher_forced, Tolerance, QUANTIZED};
+use common::{golden_path, model_path, read_file};
 use lamina::backend::cpu::{CpuDevice, CpuVariant};
-use lamina::context::{Batch, Context, ContextParams};
+use lamina::context::{Context, ContextParams};
 use lamina::gguf::GgufFile;
 use lamina::model::Model;
-use lamina::sampling::greedy;
 
 fn q4_1_file() -> GgufFile {
     GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap()
@@ -59,56 +61,11 @@ fn golden(name: &str) -> serde_json::Value {
     .unwrap()
 }
 
-/// The golden README's tolerances: quantized models, and F16.
-struct Tolerance {
-    max_abs: f64,
-    rms: f64,
-    /// Top-1 must agree where the reference top1-top2 gap is at least this.
-    gap: f64,
-}
-
-const QUANTIZED: Tolerance = Tolerance {
-    max_abs: 1.5,
-    rms: 0.5,
-    gap: 0.5,
-};
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-const F16: Tolerance = Tolerance {
-    max_abs: 0.1,
-    rms: 0.05,
-    gap: 0.1,
-};
-
-fn compare_logits(
-    name: &str,
-    what: &str,
-    got: &[f32],
-    reference: &[f32],
-    tol: &Tolerance,
-) -> (f64, f64) {
-    let diffs: Vec<f64> = got
-        .iter()
-        .zip(reference)
-        .map(|(a, b)| (a - b) as f64)
-        .collect();
-    let max_abs = diffs.iter().fold(0.0f64, |m, d| m.max(d.abs()));
-    let rms = (diffs.iter().map(|d| d * d).sum::<f64>() / diffs.len() as f64).sqrt();
-    assert!(
-        max_abs <= tol.max_abs && rms <= tol.rms,
-        "{name} {what}: logits max abs {max_abs}, rms {rms}"
-    );
-    (max_abs, rms)
-}
-
-/// Teacher-forced: feeds the prompt, then llama.cpp's generated ids one by one;
-/// at every step the top-1 must equal llama.cpp's wherever its top1-top2 gap
-/// is at least the tolerance's gap, and its top-5 logits must be within the
-/// tolerance's max abs.
+/// Teacher-forced against a golden run (see `common::teacher`).
 fn check_prompt(name: &str, steps: usize) {
     check_prompt_with(&model_as("Q4_1"), name, steps, &QUANTIZED, 1)
 }
 
-/// As llama.cpp's probe: the whole prompt in one decode, then one token at a time.
 fn check_prompt_with(
     model: &Arc<Model>,
     name: &str,
@@ -117,57 +74,10 @@ fn check_prompt_with(
     threads: usize,
 ) {
     let mut ctx = context(model, threads);
-    let g = golden(name);
-    let prompt = json_ids(&g["prompt_ids"]);
-    let generated = json_ids(&g["generated_ids"]);
-    let top5 = g["step_top5"].as_array().unwrap();
-    ctx.decode(&Batch::for_sequence(&prompt, 0, 0).unwrap())
-        .unwrap();
-    let mut logits = ctx.logits(-1).unwrap().to_vec();
-    let reference: Vec<f32> = read_file(&golden_path(&format!(
+    let reference = read_f32(&golden_path(&format!(
         "smollm2/generate/{name}.last_prompt_logits.f32"
-    )))
-    .chunks_exact(4)
-    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    .collect();
-    let (max_abs, rms) = compare_logits(name, "last prompt position", &logits, &reference, tol);
-    for s in 0..steps.min(generated.len()) {
-        let want = top5[s].as_array().unwrap();
-        let (top_id, top_logit) = (
-            want[0][0].as_u64().unwrap() as u32,
-            want[0][1].as_f64().unwrap(),
-        );
-        let gap = top_logit - want[1][1].as_f64().unwrap();
-        if gap >= tol.gap {
-            assert_eq!(
-                greedy(&logits),
-                Some(top_id),
-                "{name}: step {s} (gap {gap:.2})"
-            );
-        }
-        for pair in want {
-            let (id, l) = (
-                pair[0].as_u64().unwrap() as usize,
-                pair[1].as_f64().unwrap(),
-            );
-            assert!(
-                (logits[id] as f64 - l).abs() <= tol.max_abs,
-                "{name}: step {s} token {id}: {} vs {l}",
-                logits[id]
-            );
-        }
-        if s + 1 < steps.min(generated.len()) {
-            let pos = (prompt.len() + s) as i32;
-            ctx.decode(&Batch::for_sequence(&[generated[s]], pos, 0).unwrap())
-                .unwrap();
-            logits = ctx.logits(-1).unwrap().to_vec();
-        }
-    }
-    eprintln!(
-        "{name} ({} threads, {}): last-prompt logits max abs {max_abs:.3}, rms {rms:.3}; {steps} steps checked",
-        ctx.n_threads(),
-        ctx.cpu_variant()
-    );
+    )));
+    teacher_forced(&mut ctx, name, &golden(name), &reference, steps, tol);
 }
 
 /// All 48 steps natively; a shorter run under emulation and in wasm (the same

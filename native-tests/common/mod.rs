@@ -2,6 +2,9 @@
 //! qemu and in Node, a deterministic random generator, and random GGUF models.
 #![allow(dead_code)]
 
+pub mod synth;
+pub mod teacher;
+
 use lamina::gguf::{Array, GgufWriter, Value};
 use lamina::tensor::GgmlType;
 

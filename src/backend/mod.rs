@@ -169,6 +169,10 @@ pub trait Backend: Send {
     fn silu_mul(&mut self, gate: &mut [f32], up: &[f32]) -> Result<()>;
     /// GELU (tanh approximation, ggml's f16 table) in place.
     fn gelu(&mut self, x: &mut [f32]) -> Result<()>;
+    /// `gate = gelu(gate) * up` (GeGLU), GELU as `gelu` evaluates it.
+    fn gelu_mul(&mut self, gate: &mut [f32], up: &[f32]) -> Result<()>;
+    /// `x *= c`, element by element.
+    fn scale(&mut self, x: &mut [f32], c: f32) -> Result<()>;
     /// tanh in place.
     fn tanh(&mut self, x: &mut [f32]) -> Result<()>;
     /// Stores `src` (one row) as row `row` of a cache (converted to its type).

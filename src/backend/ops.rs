@@ -112,7 +112,8 @@ impl CacheRows<'_> {
 /// `n_head x head_dim`) against `cells` cached positions (`k`, `v`: rows of
 /// `n_head_kv x head_dim`). Query token `i` of sequence `query_seq[i]` at
 /// `query_pos[i]` sees cell `c` when `cell_seqs[c]` has bit `query_seq[i]`
-/// and, for causal attention, `cell_pos[c] <= query_pos[i]`.
+/// and, for causal attention, `cell_pos[c] <= query_pos[i]`; with a sliding
+/// window, also `query_pos[i] - cell_pos[c] < window`.
 pub struct AttentionArgs<'a> {
     pub q: &'a [f32],
     pub k: CacheRows<'a>,
@@ -127,6 +128,8 @@ pub struct AttentionArgs<'a> {
     pub query_pos: &'a [i32],
     pub query_seq: &'a [u32],
     pub causal: bool,
+    /// Sliding window: a query at p sees cells at p - window + 1 ..= p only.
+    pub window: Option<u32>,
 }
 
 impl AttentionArgs<'_> {

@@ -330,7 +330,8 @@ impl KvCache {
     }
 
     /// The attention call of layer `l` for query tokens at `pos` of the
-    /// sequences `seq` over the occupied cells (causal).
+    /// sequences `seq` over the occupied cells (causal; within `window`
+    /// positions behind the query when given).
     #[allow(clippy::too_many_arguments)]
     pub fn attend(
         &self,
@@ -339,6 +340,7 @@ impl KvCache {
         q: &[f32],
         n_head: usize,
         scale: f32,
+        window: Option<u32>,
         pos: &[i32],
         seq: &[SeqId],
         out: &mut [f32],
@@ -363,6 +365,7 @@ impl KvCache {
             query_pos: pos,
             query_seq: seq,
             causal: true,
+            window,
         };
         be.attention(&args, out)
     }

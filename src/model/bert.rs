@@ -328,6 +328,7 @@ impl Architecture for Bert {
                 query_pos: pos,
                 query_seq: seq,
                 causal: false,
+                window: None,
             };
             be.attention(&args, att)?;
             Self::linear(be, &layer.out, att, n, proj)?;

@@ -8,7 +8,13 @@
 //! and a loader, plus one line in `ARCHITECTURES`.
 
 pub mod bert;
+mod decoder;
+mod gemma3;
+mod granite;
 pub mod llama;
+mod qwen2;
+mod qwen3;
+mod smollm3;
 mod weights;
 
 pub use weights::Progress;
@@ -147,7 +153,15 @@ pub trait Architecture: Send + Sync {
 type LoadFn = fn(&Arc<GgufFile>, &dyn Device, Option<Progress>) -> Result<Box<dyn Architecture>>;
 
 /// The architectures lamina runs, by `general.architecture`.
-const ARCHITECTURES: &[(&str, LoadFn)] = &[("llama", llama::load), ("bert", bert::load)];
+const ARCHITECTURES: &[(&str, LoadFn)] = &[
+    ("llama", llama::load),
+    ("qwen2", qwen2::load),
+    ("qwen3", qwen3::load),
+    ("gemma3", gemma3::load),
+    ("smollm3", smollm3::load),
+    ("granite", granite::load),
+    ("bert", bert::load),
+];
 
 /// A model ready to run: its vocabulary and its weights, bound on a device.
 pub struct Model {

@@ -100,7 +100,10 @@ pub(super) fn attention(
 
 /// Whether query token `i` sees cell `c`.
 fn sees(a: &AttentionArgs, i: usize, c: usize) -> bool {
-    a.cell_seqs[c] & (1u64 << a.query_seq[i]) != 0 && (!a.causal || a.cell_pos[c] <= a.query_pos[i])
+    let (p, q) = (a.cell_pos[c], a.query_pos[i]);
+    a.cell_seqs[c] & (1u64 << a.query_seq[i]) != 0
+        && (!a.causal || p <= q)
+        && a.window.is_none_or(|w| (q as i64 - p as i64) < w as i64)
 }
 
 /// out = softmax(scale · q·Kᵀ) · V for head `head` of token `i`.

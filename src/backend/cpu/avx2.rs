@@ -567,24 +567,6 @@ unsafe fn hsum_f32(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// Round half away from zero, exactly like `f32::round`: truncate, then add
-/// one away from zero where the dropped fraction is at least a half.
-///
-/// # Safety
-/// The CPU must have avx2 and fma.
-#[target_feature(enable = "avx2,fma")]
-unsafe fn round_away(v: __m256) -> __m256 {
-    let t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    let frac = _mm256_sub_ps(v, t); // exact
-    let sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0));
-    let abs_frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0), frac);
-    let bump = _mm256_and_ps(
-        _mm256_cmp_ps(abs_frac, _mm256_set1_ps(0.5), _CMP_GE_OQ),
-        _mm256_or_ps(_mm256_set1_ps(1.0), sign),
-    );
-    _mm256_add_ps(t, bump)
-}
-
 /// # Safety
 /// The CPU must have avx2, fma and f16c. Any lengths: only whole chunks of 32 values
 /// that have a block to go to are read.
@@ -606,12 +588,10 @@ unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
         let m128 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
         let m128 = _mm_max_ps(m128, _mm_movehl_ps(m128, m128));
         let amax = _mm_cvtss_f32(_mm_max_ss(m128, _mm_movehdup_ps(m128)));
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        b.d = half::f16::from_f32(d);
-        let idv = _mm256_set1_ps(id);
-        let i: [__m256i; 4] =
-            std::array::from_fn(|k| _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], idv))));
+        b.d = half::f16::from_f32(amax / 127.0);
+        let idv = _mm256_set1_ps(super::scalar::activation_scale(amax));
+        // cvtps rounds half to even (the default rounding mode).
+        let i: [__m256i; 4] = std::array::from_fn(|k| _mm256_cvtps_epi32(_mm256_mul_ps(v[k], idv)));
         // Pack 32 x i32 to i8 (packs interleave 128-bit lanes; permute back).
         let i01 = _mm256_packs_epi32(i[0], i[1]);
         let i23 = _mm256_packs_epi32(i[2], i[3]);

@@ -179,6 +179,19 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn gelu_mul(&mut self, gate: &mut [f32], up: &[f32]) -> Result<()> {
+        same_len("gelu_mul", gate.len(), up.len())?;
+        (self.kernels.gelu_mul)(gate, up);
+        Ok(())
+    }
+
+    fn scale(&mut self, x: &mut [f32], c: f32) -> Result<()> {
+        for v in x.iter_mut() {
+            *v *= c;
+        }
+        Ok(())
+    }
+
     fn tanh(&mut self, x: &mut [f32]) -> Result<()> {
         for v in x.iter_mut() {
             *v = v.tanh();

@@ -76,6 +76,7 @@ pub struct Kernels {
     pub rope: fn(&Rope, &mut [f32], i32),
     pub silu_mul: fn(&mut [f32], &[f32]),
     pub gelu: fn(&mut [f32]),
+    pub gelu_mul: fn(&mut [f32], &[f32]),
     /// One query's scores against cached f16 K rows.
     pub scores_f16: CachedRowsFn,
     /// The weighted sum of cached f16 V rows.
@@ -117,6 +118,7 @@ impl Kernels {
             rope: rows::rope,
             silu_mul: rows::silu_mul,
             gelu: rows::gelu,
+            gelu_mul: rows::gelu_mul,
             scores_f16: rows::scores_f16,
             wsum_f16: rows::wsum_f16,
             axpy_f32: rows::axpy_f32,

@@ -728,13 +728,12 @@ unsafe fn quantize_q8_0_impl(x: &[f32], y: &mut [BlockQ8_0]) {
             m = vmaxq_f32(m, vabsq_f32(*vi));
         }
         let amax = vmaxvq_f32(m);
-        let d = amax / 127.0;
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-        b.d = half::f16::from_f32(d);
+        b.d = half::f16::from_f32(amax / 127.0);
+        let id = super::scalar::activation_scale(amax);
         for k in 0..4 {
-            // FCVTAS rounds half away from zero, as f32::round does.
-            let i0 = vcvtaq_s32_f32(vmulq_n_f32(v[2 * k], id));
-            let i1 = vcvtaq_s32_f32(vmulq_n_f32(v[2 * k + 1], id));
+            // FCVTNS rounds half to even, as the scalar twin.
+            let i0 = vcvtnq_s32_f32(vmulq_n_f32(v[2 * k], id));
+            let i1 = vcvtnq_s32_f32(vmulq_n_f32(v[2 * k + 1], id));
             let i16s = vcombine_s16(vmovn_s32(i0), vmovn_s32(i1));
             vst1_s8(b.qs.as_mut_ptr().add(8 * k), vmovn_s16(i16s));
         }

@@ -95,6 +95,21 @@ pub fn gelu(x: &mut [f32]) {
     }
 }
 
+/// `gate = gelu(gate) * up`, GELU as `gelu` evaluates it (ggml's GeGLU:
+/// the f16 table's value times `up` in f32).
+pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    let table = gelu_table();
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = if *g <= -10.0 {
+            0.0
+        } else if *g >= 10.0 {
+            *g * u
+        } else {
+            table[f16::from_f32(*g).to_bits() as usize].to_f32() * u
+        };
+    }
+}
+
 fn gelu_table() -> &'static [f16] {
     static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {

@@ -12,7 +12,7 @@ use half::f16;
 
 use super::kquant_dot::{self, ScalarDots};
 use crate::tensor::blocks::*;
-use crate::tensor::quants::{q8_0, q8_1, q8_k};
+use crate::tensor::quants::q8_k;
 
 /// Panics unless `x` fills `y` exactly (`y.len()` blocks of `B::ELEMENTS`).
 #[inline(always)]
@@ -83,14 +83,39 @@ pub(crate) fn check_tile(w: &[&[f16]; 4], x: &[&[f32]; 2]) {
     );
 }
 
+/// Activations to Q8_0 as the reference build's SIMD quantizer computes
+/// them (ggml's x86 `quantize_row_q8_0`): d = amax / 127, each value times
+/// 127 / amax rounded half to even. The weight quantizer (`q8_0::quantize`,
+/// ggml's reference, behind llama-quantize) multiplies by 1 / d and rounds
+/// half away from zero instead; with large activations (Gemma's reach a few
+/// hundred) the two differ in enough quants to move logits by 0.4 RMS.
 pub fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
     check_quantize(x, y);
-    q8_0::quantize(x, y)
+    for (x, b) in x.chunks_exact(QK).zip(y) {
+        let amax = x.iter().fold(0.0f32, |m, &v| m.max(v.abs()));
+        let id = activation_scale(amax);
+        b.d = f16::from_f32(amax / 127.0);
+        for (q, &v) in b.qs.iter_mut().zip(x) {
+            *q = (v * id).round_ties_even() as i8;
+        }
+    }
 }
 
+/// 127 / amax (0 for a block of zeros): the multiplier of the activation
+/// quantizers, shared with their SIMD twins.
+#[inline(always)]
+pub(crate) fn activation_scale(amax: f32) -> f32 {
+    if amax != 0.0 {
+        127.0 / amax
+    } else {
+        0.0
+    }
+}
+
+/// Activations to Q8_1: `quantize_q8_0`'s scale and quants, plus
+/// s = d × Σq (ggml's x86 `quantize_row_q8_1`).
 pub fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
-    check_quantize(x, y);
-    q8_1::quantize(x, y)
+    q8_1_from_q8_0(x, y, |x, y| quantize_q8_0(x, y))
 }
 
 pub fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
@@ -102,11 +127,6 @@ pub fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
 /// the same way), plus s = d × Σq with d before its rounding to f16.
 /// `q8_0` is given one block and its 32 values at a time. Checks the
 /// lengths (`check_quantize`) once.
-// Used by the SIMD variants only (none in a wasm build without simd128).
-#[cfg_attr(
-    all(target_arch = "wasm32", not(target_feature = "simd128")),
-    allow(dead_code)
-)]
 #[inline(always)]
 #[track_caller]
 pub(crate) fn q8_1_from_q8_0(

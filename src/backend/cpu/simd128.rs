@@ -143,19 +143,11 @@ mod imp {
                 .max(f32x4_extract_lane::<1>(m))
                 .max(f32x4_extract_lane::<2>(m))
                 .max(f32x4_extract_lane::<3>(m));
-            let d = amax / 127.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            b.d = half::f16::from_f32(d);
-            let idv = f32x4_splat(id);
+            b.d = half::f16::from_f32(amax / 127.0);
+            let idv = f32x4_splat(crate::backend::cpu::scalar::activation_scale(amax));
             for (k, vi) in v.iter().enumerate() {
-                let p = f32x4_mul(*vi, idv);
-                // Round half away from zero (f32::round): truncate, then step
-                // away from zero where the dropped fraction is at least a half.
-                let t = f32x4_trunc(p);
-                let frac = f32x4_abs(f32x4_sub(p, t));
-                let away = v128_or(f32x4_splat(1.0), v128_and(p, f32x4_splat(-0.0)));
-                let r = f32x4_add(t, v128_and(f32x4_ge(frac, f32x4_splat(0.5)), away));
-                let i = i32x4_trunc_sat_f32x4(r);
+                // Half to even, as the scalar twin.
+                let i = i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(*vi, idv)));
                 for lane in 0..4 {
                     let q = match lane {
                         0 => i32x4_extract_lane::<0>(i),

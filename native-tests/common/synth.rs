@@ -1,0 +1,347 @@
+//! Small models of each decoder family with seeded random weights and a real
+//! tokenizer (taken from a vocab GGUF of `native-tests/golden/vocab/`),
+//! written with lamina's GGUF writer and quantizers (bit-exact with ggml's).
+//! Deterministic on every target: the same bytes for the same family, so
+//! the reference's outputs on them (`scripts/reference/make-goldens.sh`) are
+//! goldens that CI compares against without downloading a model.
+
+use lamina::gguf::{GgufFile, GgufWriter, Value};
+use lamina::tensor::{convert, DType, GgmlType};
+
+use super::{golden_path, read_file, Rng};
+
+/// One family's small model: its architecture and what makes it differ.
+pub struct Synth {
+    /// Name of the model (and of its golden files).
+    pub name: &'static str,
+    pub arch: &'static str,
+    /// The vocab GGUF the tokenizer comes from.
+    pub vocab: &'static str,
+    /// The type of the layers' matrices.
+    pub weights: GgmlType,
+    pub n_layer: u32,
+    pub n_embd: u32,
+    pub n_head: u32,
+    pub n_head_kv: u32,
+    pub head_dim: u32,
+    pub n_ff: u32,
+    /// `output.weight` of its own (else tied to the token embedding).
+    pub output: bool,
+    pub qkv_bias: bool,
+    pub qk_norm: bool,
+    pub post_norms: bool,
+    /// Llama 3.x's `rope_freqs.weight`.
+    pub rope_freqs: bool,
+    /// `{arch}.*` keys beyond the shape.
+    pub keys: &'static [(&'static str, f32)],
+    /// `{arch}.*` u32 keys beyond the shape.
+    pub u32_keys: &'static [(&'static str, u32)],
+}
+
+const BASE: Synth = Synth {
+    name: "",
+    arch: "",
+    vocab: "",
+    weights: GgmlType::Q8_0,
+    n_layer: 2,
+    n_embd: 256,
+    n_head: 4,
+    n_head_kv: 2,
+    head_dim: 64,
+    n_ff: 512,
+    output: false,
+    qkv_bias: false,
+    qk_norm: false,
+    post_norms: false,
+    rope_freqs: false,
+    keys: &[],
+    u32_keys: &[],
+};
+
+/// The families the reference's goldens cover.
+pub const FAMILIES: &[Synth] = &[
+    Synth {
+        name: "llama3",
+        arch: "llama",
+        vocab: "ggml-vocab-llama-bpe.gguf",
+        weights: GgmlType::Q4_K,
+        rope_freqs: true,
+        keys: &[("rope.freq_base", 500000.0)],
+        ..BASE
+    },
+    Synth {
+        name: "qwen2",
+        arch: "qwen2",
+        vocab: "ggml-vocab-qwen2.gguf",
+        weights: GgmlType::Q8_0,
+        qkv_bias: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        ..BASE
+    },
+    Synth {
+        name: "qwen3",
+        arch: "qwen3",
+        vocab: "ggml-vocab-qwen2.gguf",
+        weights: GgmlType::Q5_K,
+        qk_norm: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        ..BASE
+    },
+    Synth {
+        name: "gemma3",
+        arch: "gemma3",
+        vocab: "ggml-vocab-llama-spm.gguf",
+        weights: GgmlType::Q4_0,
+        n_layer: 6,
+        head_dim: 128,
+        n_head_kv: 1,
+        qk_norm: true,
+        post_norms: true,
+        keys: &[
+            ("rope.freq_base", 1000000.0),
+            ("rope.freq_base_swa", 10000.0),
+        ],
+        u32_keys: &[
+            ("attention.sliding_window", 8),
+            ("attention.sliding_window_pattern", 3),
+        ],
+        ..BASE
+    },
+    Synth {
+        name: "smollm3",
+        arch: "smollm3",
+        vocab: "ggml-vocab-llama-bpe.gguf",
+        weights: GgmlType::Q6_K,
+        n_layer: 4,
+        keys: &[("rope.freq_base", 2000000.0)],
+        ..BASE
+    },
+    Synth {
+        name: "granite",
+        arch: "granite",
+        vocab: "ggml-vocab-gpt-2.gguf",
+        weights: GgmlType::F16,
+        output: true,
+        keys: &[
+            ("embedding_scale", 12.0),
+            ("residual_scale", 0.22),
+            ("attention.scale", 0.015625),
+            ("logit_scale", 8.0),
+        ],
+        ..BASE
+    },
+];
+
+pub fn family(name: &str) -> &'static Synth {
+    FAMILIES
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no synthetic family {name}"))
+}
+
+/// Uniform in [-a, a), from 24 random bits (exact in f32 on every target).
+fn uniform(rng: &mut Rng, a: f32) -> f32 {
+    ((rng.next_u64() >> 40) as f32 / 16777216.0 * 2.0 - 1.0) * a
+}
+
+impl Synth {
+    /// The model file's bytes.
+    pub fn write(&self) -> Vec<u8> {
+        let vocab = GgufFile::from_bytes(read_file(&golden_path(&format!("vocab/{}", self.vocab))))
+            .expect("a vocab GGUF");
+        let n_vocab = vocab
+            .metadata()
+            .get_str_array("tokenizer.ggml.tokens")
+            .expect("tokens")
+            .len() as u64;
+        let mut w = GgufWriter::new();
+        let key = |k: &str| format!("{}.{k}", self.arch);
+        let mut meta: Vec<(String, Value)> = vec![
+            (
+                "general.architecture".into(),
+                Value::String(self.arch.into()),
+            ),
+            (
+                "general.name".into(),
+                Value::String(format!("lamina synthetic {}", self.name)),
+            ),
+            (key("block_count"), Value::U32(self.n_layer)),
+            (key("context_length"), Value::U32(4096)),
+            (key("embedding_length"), Value::U32(self.n_embd)),
+            (key("feed_forward_length"), Value::U32(self.n_ff)),
+            (key("attention.head_count"), Value::U32(self.n_head)),
+            (key("attention.head_count_kv"), Value::U32(self.n_head_kv)),
+            (key("attention.key_length"), Value::U32(self.head_dim)),
+            (key("attention.value_length"), Value::U32(self.head_dim)),
+            (key("rope.dimension_count"), Value::U32(self.head_dim)),
+            (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
+        ];
+        meta.extend(self.keys.iter().map(|(k, v)| (key(k), Value::F32(*v))));
+        meta.extend(self.u32_keys.iter().map(|(k, v)| (key(k), Value::U32(*v))));
+        for (k, v) in vocab.metadata().iter() {
+            if k.starts_with("tokenizer.") {
+                meta.push((k.to_string(), v.clone()));
+            }
+        }
+        for (k, v) in meta {
+            w.add_metadata(k, v).expect("metadata");
+        }
+
+        let mut rng = Rng::new(0x5EED_0000 ^ self.name.len() as u64 ^ (self.n_layer as u64) << 8);
+        let (d, qw, kvw, ff) = (
+            self.n_embd as u64,
+            (self.n_head * self.head_dim) as u64,
+            (self.n_head_kv * self.head_dim) as u64,
+            self.n_ff as u64,
+        );
+        let mut tensors: Vec<(String, GgmlType, Vec<u64>, Vec<u8>)> = Vec::new();
+        let matrix = |tensors: &mut Vec<(String, GgmlType, Vec<u64>, Vec<u8>)>,
+                      rng: &mut Rng,
+                      name: String,
+                      ty: GgmlType,
+                      rows: u64,
+                      cols: u64,
+                      a: f32| {
+            let values: Vec<f32> = (0..rows * cols).map(|_| uniform(rng, a)).collect();
+            let dtype = DType::try_from(ty).expect("a supported type");
+            let mut bytes = vec![0u8; dtype.bytes_for(values.len())];
+            convert::quantize(dtype, &values, &mut bytes).expect("quantize");
+            tensors.push((name, ty, vec![cols, rows], bytes));
+        };
+        matrix(
+            &mut tensors,
+            &mut rng,
+            "token_embd.weight".into(),
+            GgmlType::Q8_0,
+            n_vocab,
+            d,
+            1.0,
+        );
+        let mut norms: Vec<(String, u64)> = vec![("output_norm.weight".into(), d)];
+        let scale = |cols: u64| 2.0 / (cols as f32).sqrt();
+        for i in 0..self.n_layer {
+            let t = |n: &str| format!("blk.{i}.{n}.weight");
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("attn_q"),
+                self.weights,
+                qw,
+                d,
+                scale(d),
+            );
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("attn_k"),
+                self.weights,
+                kvw,
+                d,
+                scale(d),
+            );
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("attn_v"),
+                self.weights,
+                kvw,
+                d,
+                scale(d),
+            );
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("attn_output"),
+                self.weights,
+                d,
+                qw,
+                scale(qw),
+            );
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("ffn_gate"),
+                self.weights,
+                ff,
+                d,
+                scale(d),
+            );
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("ffn_up"),
+                self.weights,
+                ff,
+                d,
+                scale(d),
+            );
+            matrix(
+                &mut tensors,
+                &mut rng,
+                t("ffn_down"),
+                self.weights,
+                d,
+                ff,
+                scale(ff),
+            );
+            norms.push((t("attn_norm"), d));
+            norms.push((t("ffn_norm"), d));
+            if self.qk_norm {
+                norms.push((t("attn_q_norm"), self.head_dim as u64));
+                norms.push((t("attn_k_norm"), self.head_dim as u64));
+            }
+            if self.post_norms {
+                norms.push((t("post_attention_norm"), d));
+                norms.push((t("post_ffw_norm"), d));
+            }
+            if self.qkv_bias {
+                for (n, len) in [("attn_q", qw), ("attn_k", kvw), ("attn_v", kvw)] {
+                    let b: Vec<f32> = (0..len).map(|_| uniform(&mut rng, 0.5)).collect();
+                    tensors.push((
+                        format!("blk.{i}.{n}.bias"),
+                        GgmlType::F32,
+                        vec![len],
+                        f32_le(&b),
+                    ));
+                }
+            }
+        }
+        if self.output {
+            matrix(
+                &mut tensors,
+                &mut rng,
+                "output.weight".into(),
+                self.weights,
+                n_vocab,
+                d,
+                1.0,
+            );
+        }
+        for (name, len) in norms {
+            let v: Vec<f32> = (0..len).map(|_| 1.0 + uniform(&mut rng, 0.25)).collect();
+            tensors.push((name, GgmlType::F32, vec![len], f32_le(&v)));
+        }
+        if self.rope_freqs {
+            // Llama 3.1's shape: high frequencies kept, low ones divided by
+            // up to 8, a smooth ramp between.
+            let half = self.head_dim as usize / 2;
+            let f: Vec<f32> = (0..half)
+                .map(|i| 1.0 + 7.0 * (i as f32 / (half - 1) as f32).powi(2))
+                .collect();
+            tensors.push((
+                "rope_freqs.weight".into(),
+                GgmlType::F32,
+                vec![half as u64],
+                f32_le(&f),
+            ));
+        }
+        for (name, ty, shape, data) in tensors {
+            w.add_tensor(name, ty, &shape, data).expect("tensor");
+        }
+        w.to_bytes()
+    }
+}
+
+fn f32_le(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}

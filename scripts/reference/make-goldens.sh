@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Makes the goldens of native-tests/golden/families/ with the 2026 llama.cpp
+# reference (scripts/reference/build.sh): writes each small synthetic model
+# (native-tests/common/synth.rs, through `cargo test`), runs probe.cpp on it
+# (1 thread, n_ctx 512, f16 cache, flash attention off; the prompt in one
+# decode, then 32 greedy steps), and records the prompt, the model's sha256
+# and these commands beside the outputs. With a path to
+# gemma-3-270m-q4_k_m.gguf as $1, the real Gemma 3 file's goldens too.
+# Not part of the test command.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=$(scripts/reference/build.sh)
+ref=$(dirname "$build")
+src="$ref/llama_cpp_python-0.3.36/vendor/llama.cpp"
+probe="$ref/probe"
+if [ ! -x "$probe" ] || [ scripts/reference/probe.cpp -nt "$probe" ]; then
+  c++ -O2 -std=c++17 scripts/reference/probe.cpp -I"$src/include" -I"$src/ggml/include" \
+    "$build/src/libllama.a" "$build"/ggml/src/libggml.a "$build"/ggml/src/libggml-cpu.a \
+    "$build"/ggml/src/libggml-base.a -fopenmp -lpthread -o "$probe"
+fi
+out=native-tests/golden/families
+mkdir -p "$out"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+LAMINA_SYNTH_DIR="$tmp" cargo test --release --test families write_synth_models -- --ignored --nocapture >&2
+
+prompt='The quick brown fox jumps over the lazy dog, then counts: 1, 2, 3, 42. Sliding windows!'
+run() { # name model prompt
+  printf '%s' "$3" > "$tmp/$1.txt"
+  "$probe" "$2" "$tmp/$1.txt" 32 "$out/$1" 2> "$tmp/$1.log" || { cat "$tmp/$1.log" >&2; exit 1; }
+  PROBE_UBATCH=1 "$probe" "$2" "$tmp/$1.txt" 1 "$tmp/$1.ub1" 2> "$tmp/$1.log" || { cat "$tmp/$1.log" >&2; exit 1; }
+  python3 - "$out/$1.json" "$2" "$3" "$tmp/$1.ub1.last_prompt_logits.f32" <<'PY'
+import hashlib, json, struct, sys
+path, model, prompt, ub1 = sys.argv[1:5]
+g = json.load(open(path))
+def f32(p):
+    b = open(p, "rb").read()
+    return struct.unpack("<%df" % (len(b) // 4), b)
+d = [a - b for a, b in zip(f32(ub1), f32(path[:-5] + ".last_prompt_logits.f32"))]
+g["spread_ubatch_1_vs_512"] = {"max_abs": max(abs(v) for v in d),
+                               "rms": (sum(v * v for v in d) / len(d)) ** 0.5}
+h = hashlib.sha256()
+with open(model, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+g = {"prompt": prompt, "model_sha256": h.hexdigest(),
+     "reference": "llama.cpp vendored in llama-cpp-python==0.3.36 (scripts/reference/build.sh)",
+     "command": "scripts/reference/probe MODEL PROMPT_FILE 32 OUT (1 thread, n_ctx=n_batch=n_ubatch=512, f16 KV cache, flash attention off)",
+     **g}
+json.dump(g, open(path, "w"), indent=1)
+PY
+  echo "goldens: $1" >&2
+}
+for name in llama3 qwen2 qwen3 gemma3 smollm3 granite; do
+  run "$name" "$tmp/$name.gguf" "$prompt"
+done
+if [ -n "${1:-}" ]; then
+  # Gemma 3's large activations make its logits sensitive to rounding: the
+  # reference itself moves by up to rms 0.44 between one-token and whole-
+  # prompt decoding on some prompts. These two stay well inside the
+  # tolerance; each golden records that spread (spread_ubatch_1_vs_512).
+  run gemma3-270m-story "$1" 'Once upon a time, in a small village by the sea, there lived an old fisherman who'
+  run gemma3-270m-chat "$1" $'<start_of_turn>user\nGive me three tips for learning to cook.<end_of_turn>\n<start_of_turn>model\n'
+  ppl_cmd=(-m "$1" -f ../shared/golden/smollm2/ppl.txt -c 128 -t 2 -fa off)
+  "$build/bin/llama-perplexity" "${ppl_cmd[@]}" > "$tmp/ppl.log" 2>&1
+  python3 - "$tmp/ppl.log" "$out/gemma3-270m-perplexity.json" "llama-perplexity ${ppl_cmd[*]:2}" <<'PY'
+import json, re, sys
+log, out, cmd = sys.argv[1:4]
+text = open(log).read()
+running = [float(v) for v in re.findall(r"\[\d+\](\d+\.\d+)", text)]
+final = re.search(r"Final estimate: PPL = ([\d.]+) \+/- ([\d.]+)", text)
+json.dump({"model": "gemma-3-270m-q4_k_m.gguf", "text": "../shared/golden/smollm2/ppl.txt",
+           "command": cmd, "ppl": float(final.group(1)), "plus_minus": float(final.group(2)),
+           "running_ppl_after_chunk": running}, open(out, "w"), indent=1)
+PY
+  echo "goldens: gemma3-270m-perplexity" >&2
+fi

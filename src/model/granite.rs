@@ -1,0 +1,44 @@
+//! Granite (3.x dense): the llama decoder with four multipliers from its
+//! keys: on the token embeddings, on Q·K (instead of 1/sqrt(head_dim)), on
+//! each block's output before its residual, and a divisor of the logits.
+
+use std::sync::Arc;
+
+use super::decoder::{self, Parts};
+use super::weights::Progress;
+use super::Architecture;
+use crate::backend::{Device, RopeKind};
+use crate::error::Result;
+use crate::gguf::GgufFile;
+
+pub(crate) fn load(
+    file: &Arc<GgufFile>,
+    device: &dyn Device,
+    progress: Option<Progress>,
+) -> Result<Box<dyn Architecture>> {
+    let (keys, shape, mut recipe, rope) = decoder::common(file, "granite", RopeKind::Normal)?;
+    // llama.cpp reads 0 (or a missing key) as "no multiplier".
+    let multiplier = |key: &str| -> Result<Option<f32>> {
+        match keys.opt_f32(key)? {
+            None | Some(0.0) => Ok(None),
+            Some(_) => keys.positive(key, None).map(Some),
+        }
+    };
+    recipe.embd_scale = multiplier("embedding_scale")?;
+    if let Some(c) = multiplier("attention.scale")? {
+        recipe.kq_scale = c;
+    }
+    recipe.residual_scale = multiplier("residual_scale")?;
+    recipe.logit_divisor = Some(keys.positive("logit_scale", None)?);
+    let spec = decoder::uniform(&rope);
+    decoder::load(
+        "granite",
+        file,
+        device,
+        progress,
+        shape,
+        recipe,
+        Parts::default(),
+        &spec,
+    )
+}
