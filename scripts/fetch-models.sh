@@ -5,6 +5,8 @@
 #    directory outside the repo ($LAMINA_MODEL_CACHE, default ~/.cache/lamina/models).
 #  - Gemma 3 270M Q4_K_M from four PyPI part packages, sha256 checked, cached
 #    the same way.
+#  - The reference's tokenizer suites that ../shared lacks, from the
+#    llama-cpp-python==0.3.36 sdist (sha256 checked), into models/vocab/.
 #  - With LAMINA_TEST_MODELS set (CI: ../shared/models), every .gguf there is linked
 #    into ./models/ too (the embedding and reranker models).
 # Idempotent: a second run only checks what is there.
@@ -76,6 +78,36 @@ PY
   touch "$cache/$g3.sha256-ok"
 fi
 ln -sfn "$cache/$g3" "models/$g3"
+
+# The tokenizer suites of the 2026 llama.cpp reference that ../shared does not
+# carry (qwen35, gemma-4, command-r, deepseek-coder, refact): vocab-only
+# GGUFs with their inputs and expected ids, from the llama-cpp-python==0.3.36
+# source distribution on PyPI (sha256 checked), into models/vocab/.
+sdist_sha=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+suites="command-r deepseek-coder gemma-4 qwen35 refact"
+if ! [ -f "$cache/vocab/.sha256-ok" ]; then
+  tmpv=$(mktemp -d)
+  echo "fetch-models: downloading the llama-cpp-python==0.3.36 sdist for its tokenizer suites" >&2
+  python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python llama-cpp-python==0.3.36 -d "$tmpv"
+  got=$(sha256sum "$tmpv"/llama_cpp_python-0.3.36.tar.gz | cut -d' ' -f1)
+  if [ "$got" != "$sdist_sha" ]; then
+    rm -rf "$tmpv"
+    echo "fetch-models: llama_cpp_python-0.3.36.tar.gz has sha256 $got, expected $sdist_sha" >&2
+    exit 1
+  fi
+  members=()
+  for s in $suites; do
+    for e in gguf gguf.inp gguf.out; do
+      members+=("llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-$s.$e")
+    done
+  done
+  tar xzf "$tmpv"/llama_cpp_python-0.3.36.tar.gz -C "$tmpv" "${members[@]}"
+  rm -rf "$cache/vocab" && mkdir -p "$cache/vocab"
+  mv "$tmpv"/llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-* "$cache/vocab/"
+  rm -rf "$tmpv"
+  touch "$cache/vocab/.sha256-ok"
+fi
+ln -sfn "$cache/vocab" models/vocab
 
 if [ -n "${LAMINA_TEST_MODELS:-}" ]; then
   if [ ! -d "$LAMINA_TEST_MODELS" ]; then

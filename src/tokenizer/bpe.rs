@@ -1,6 +1,8 @@
-//! Byte-level BPE (GPT-2 style): bytes are mapped to printable characters,
-//! words are merged pair by pair in merge-rank order (lowest rank first, the
-//! leftmost pair on ties), as llama.cpp and Hugging Face do.
+//! BPE as llama.cpp runs it: byte-level (GPT-2 style: bytes are mapped to
+//! printable characters) or SentencePiece-style (Gemma 4: spaces as U+2581,
+//! raw UTF-8, `<0xXX>` byte tokens); words are merged pair by pair in
+//! merge-rank order (lowest rank first, the leftmost pair on ties), as
+//! llama.cpp and Hugging Face do.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -87,6 +89,12 @@ impl PartialOrd for Candidate {
 }
 
 impl Bpe {
+    /// Whether token texts are SentencePiece-style (U+2581 for spaces, raw
+    /// UTF-8) rather than GPT-2 byte characters.
+    pub fn spm_style(&self) -> bool {
+        self.pre.spm_style
+    }
+
     pub fn new(merges: &[String], pre: PreTokenizer) -> Bpe {
         let ranks = merges
             .iter()
@@ -111,12 +119,27 @@ impl Bpe {
         out: &mut Vec<u32>,
     ) -> Result<()> {
         let table = byte_chars();
+        let spm_style = self.pre.spm_style;
+        let escaped;
+        let text = if spm_style {
+            escaped = text.replace(' ', "\u{2581}");
+            escaped.as_str()
+        } else {
+            text
+        };
         for range in self.pre.split(text)? {
-            let word: String = text.as_bytes()[range]
-                .iter()
-                .map(|&b| table[b as usize])
-                .collect();
-            if self.pre.ignore_merges {
+            let word: String = if spm_style {
+                text[range].to_string()
+            } else {
+                text.as_bytes()[range]
+                    .iter()
+                    .map(|&b| table[b as usize])
+                    .collect()
+            };
+            // llama3 takes whole words in the vocabulary as they are; Gemma 4
+            // its runs of newlines.
+            let whole = self.pre.ignore_merges || (spm_style && word.bytes().all(|b| b == b'\n'));
+            if whole {
                 if let Some(&id) = vocab.get(&word) {
                     out.push(id);
                     continue;
@@ -125,8 +148,15 @@ impl Bpe {
             for piece in self.merge(&word) {
                 match vocab.get(piece.as_str()) {
                     Some(&id) => out.push(id),
+                    // Unknown merge result: fall back to single-byte tokens.
+                    None if spm_style => {
+                        for b in piece.bytes() {
+                            if let Some(&id) = vocab.get(&format!("<0x{b:02X}>")) {
+                                out.push(id);
+                            }
+                        }
+                    }
                     None => {
-                        // Unknown merge result: fall back to single-byte tokens.
                         for b in piece.bytes() {
                             if let Some(&id) = vocab.get(std::str::from_utf8(&[b]).unwrap_or("")) {
                                 out.push(id);

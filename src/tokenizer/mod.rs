@@ -1,6 +1,7 @@
 //! Tokenizers from GGUF vocabularies, as llama.cpp runs them: byte-level BPE
 //! (`tokenizer.ggml.model` = "gpt2") with every pre-tokenizer llama.cpp names,
-//! SentencePiece ("llama") and WordPiece ("bert"), with special-token parsing.
+//! SentencePiece-style BPE ("gemma4"), SentencePiece ("llama") and WordPiece
+//! ("bert"), with special-token parsing.
 
 mod bpe;
 mod pretokenize;
@@ -105,11 +106,17 @@ impl Vocab {
                 let add_bos = pre.ignore_merges; // llama.cpp: llama3 and tekken add BOS
                 (Some(bpe::Bpe::new(merges, pre)), add_bos)
             }
+            // SentencePiece-style BPE; llama.cpp always adds BOS for it.
+            "gemma4" => {
+                let merges = md.get_str_array("tokenizer.ggml.merges")?;
+                let pre = PreTokenizer::for_name("gemma4")?;
+                (Some(bpe::Bpe::new(merges, pre)), true)
+            }
             "llama" => (None, true),
             "bert" => (None, true),
             other => {
                 return Err(Error::InvalidArgument(format!(
-                    "tokenizer model '{other}' is not supported ('gpt2', 'llama' and 'bert' are)"
+                    "tokenizer model '{other}' is not supported ('gpt2', 'gemma4', 'llama' and 'bert' are)"
                 )))
             }
         };
@@ -138,7 +145,7 @@ impl Vocab {
             sep: optional_id(md, "tokenizer.ggml.seperator_token_id"),
             add_sep: flag("tokenizer.ggml.add_sep_token", false),
             max_token_len: tokens.iter().map(|t| t.len()).max().unwrap_or(0),
-            add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos),
+            add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos) || model == "gemma4",
             add_eos: flag("tokenizer.ggml.add_eos_token", false),
             add_space_prefix: flag("tokenizer.ggml.add_space_prefix", model == "llama"),
             scores,
@@ -299,8 +306,8 @@ impl Vocab {
                 }
             }
             _ => match &self.bpe {
-                Some(_) => bpe::decode_bytes(text),
-                None => text.replace('\u{2581}', " ").into_bytes(),
+                Some(bpe) if !bpe.spm_style() => bpe::decode_bytes(text),
+                _ => text.replace('\u{2581}', " ").into_bytes(),
             },
         }
     }

@@ -16,11 +16,17 @@ pub struct PreTokenizer {
     regexes: Vec<Regex>,
     /// Whole words already in the vocabulary are taken as one token (llama3).
     pub ignore_merges: bool,
+    /// SentencePiece-style BPE (Gemma 4): spaces become U+2581, words are
+    /// merged over their UTF-8 characters (no GPT-2 byte mapping), bytes
+    /// without a token fall back to `<0xXX>` tokens.
+    pub spm_style: bool,
 }
 
 const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
 const LLAMA3: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const QWEN2: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// Qwen3.5's: marks (\p{M}) join the letters they follow.
+const QWEN35: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const BLOOM: &str = " ?[^(\\s|.,!?\u{2026}\u{3002}\u{ff0c}\u{3001}\u{964}\u{6d4}\u{60c})]+";
 /// DeepSeek LLM's letter class, as its tokenizer.json spells it.
 // (Escaped: several of these characters have canonical equivalents that an
@@ -67,7 +73,12 @@ impl PreTokenizer {
             }
             "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v1-en" | "jina-v2-es"
             | "jina-v2-de" | "jina-v2-code" | "roberta-bpe" | "mpt" | "olmo" | "jais" => (vec![GPT2], false),
-            "qwen2" | "deepseek-r1-qwen" | "stablelm2" | "megrez" => (vec![QWEN2], false),
+            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "stablelm2" | "megrez" => {
+                (vec![QWEN2], false)
+            }
+            "qwen35" => (vec![QWEN35], false),
+            // Runs of newlines and runs of anything else; no word splitting.
+            "gemma4" => (vec![r"[^\n]+|[\n]+"], false),
             "poro-chat" | "bloom" | "gpt3-finnish" => (vec![BLOOM], false),
             "chatglm-bpe" => (vec![LLAMA3], false),
             "viking" => (vec![BLOOM, r"\p{N}"], false),
@@ -106,6 +117,7 @@ impl PreTokenizer {
             name: name.to_string(),
             regexes,
             ignore_merges,
+            spm_style: name == "gemma4",
         })
     }
 
