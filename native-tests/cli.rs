@@ -101,6 +101,29 @@ fn info_json() {
             "shape": [576, 49152], "offset": 0, "bytes": 30081024})
     );
     assert_eq!(v["totals"]["by_type"]["Q4_1"], 210);
+    assert_eq!(v["model"]["architecture"], "llama");
+    assert_eq!(v["model"]["hyperparameters"][2][1], "9 heads, 3 KV heads of 64");
+}
+
+/// `info` names the architecture's hyperparameters as lamina reads them:
+/// Gemma 3's two kinds of layers, its scales.
+#[test]
+fn info_names_gemma3_hyperparameters() {
+    let out = stdout(&lamina(&["info", &model_path("gemma-3-270m-q4_k_m.gguf")]));
+    let model = &out[out.find("model: gemma3, as lamina runs it").expect("model section")..];
+    for want in [
+        "attention          4 heads, 1 KV heads of 256",
+        "feed-forward       2048 (GeluTanh)",
+        "rope Neox over 256 dims, base 10000, scale 1; sliding window 512: layers [0, 1, 2, 3, 4, 6,",
+        "rope Neox over 256 dims, base 1000000, scale 1; full attention: layers [5, 11, 17]",
+        "embedding scale    25.298222",
+        "query scale        0.0625",
+    ] {
+        assert!(model.contains(want), "{want:?} not in:\n{model}");
+    }
+    // A file lamina cannot run says why.
+    let out = stdout(&lamina(&["info", &format!("{REPO}/models/vocab/ggml-vocab-qwen35.gguf")]));
+    assert!(out.contains("model: lamina cannot run it: "), "{out}");
 }
 
 #[test]

@@ -124,7 +124,7 @@ fn model_type(model: &Model) -> String {
         .metadata()
         .get_u32("general.file_type")
         .ok()
-        .and_then(crate::requantize::file_type_name)
+        .and_then(crate::gguf::describe::file_type_name)
         .unwrap_or("?");
     format!(
         "{} {} layers, {} embd, {ftype}",

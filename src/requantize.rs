@@ -269,11 +269,3 @@ pub fn requantize_with<'f>(
     }
     Ok(w)
 }
-
-/// The name of a `general.file_type` value lamina can produce ("Q4_1").
-pub fn file_type_name(file_type: u32) -> Option<&'static str> {
-    TARGETS
-        .iter()
-        .find(|t| t.file_type == file_type)
-        .map(|t| t.name)
-}

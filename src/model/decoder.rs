@@ -655,6 +655,65 @@ impl Architecture for Decoder {
         }
     }
 
+    fn hyperparameters(&self) -> Vec<(&'static str, String)> {
+        let (sh, r) = (&self.shape, &self.recipe);
+        let mut h = vec![
+            ("layers", sh.n_layer.to_string()),
+            ("embedding", sh.n_embd.to_string()),
+            (
+                "attention",
+                format!("{} heads, {} KV heads of {}", sh.n_head, sh.n_head_kv, sh.head_dim),
+            ),
+            ("feed-forward", format!("{} ({:?})", sh.n_ff, r.activation)),
+            ("vocabulary", sh.n_vocab.to_string()),
+            ("trained context", sh.n_ctx_train.to_string()),
+            ("rms epsilon", r.rms_eps.to_string()),
+            ("output", if self.output.is_some() { "own matrix" } else { "tied to the token embedding" }.into()),
+        ];
+        // The distinct per-layer settings, with the layers that use each.
+        let mut kinds: Vec<(&LayerSpec, Vec<usize>)> = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            match kinds.iter_mut().find(|(s, _)| **s == l.spec) {
+                Some((_, ls)) => ls.push(i),
+                None => kinds.push((&l.spec, vec![i])),
+            }
+        }
+        for (spec, layers) in kinds {
+            let rope = match &spec.rope {
+                Some(r) => format!(
+                    "rope {:?} over {} dims, base {}, scale {}{}",
+                    r.kind,
+                    r.dim,
+                    r.base,
+                    r.freq_scale,
+                    if r.freq_factors.is_some() { ", rope_freqs factors" } else { "" }
+                ),
+                None => "no rope".into(),
+            };
+            let window = spec
+                .window
+                .map_or("full attention".into(), |w| format!("sliding window {w}"));
+            let which = if layers.len() == self.layers.len() {
+                "all layers".to_string()
+            } else {
+                format!("layers {layers:?}")
+            };
+            h.push(("layer kind", format!("{rope}; {window}: {which}")));
+        }
+        let scales = [
+            ("embedding scale", r.embd_scale),
+            ("query scale", r.q_scale),
+            ("residual scale", r.residual_scale),
+            ("logit divisor", r.logit_divisor),
+            ("logit soft-cap", r.logit_softcap),
+        ];
+        h.extend(scales.into_iter().filter_map(|(k, v)| v.map(|v| (k, v.to_string()))));
+        if r.q_scale.is_none() {
+            h.push(("score scale", r.kq_scale.to_string()));
+        }
+        h
+    }
+
     fn repacked_matrices(&self) -> usize {
         self.layers
             .iter()

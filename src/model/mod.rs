@@ -147,6 +147,17 @@ pub trait Architecture: Send + Sync {
     fn repacked_matrices(&self) -> usize {
         0
     }
+    /// The hyperparameters as read from the file, named, for `lamina info`.
+    /// (optional) Default: the sizes every architecture has.
+    fn hyperparameters(&self) -> Vec<(&'static str, String)> {
+        let d = self.dims();
+        vec![
+            ("layers", d.n_layer.to_string()),
+            ("embedding", d.n_embd.to_string()),
+            ("vocabulary", d.n_vocab.to_string()),
+            ("trained context", d.n_ctx_train.to_string()),
+        ]
+    }
 }
 
 /// Loads an architecture from a file, binding its weights on a device.

@@ -164,11 +164,35 @@ mod cli {
     }
 
     fn info(model: &PathBuf, json: bool) -> lamina::Result<()> {
-        let file = GgufFile::open(model)?;
+        let file = std::sync::Arc::new(GgufFile::open(model)?);
+        // Whether lamina runs the file, and its architecture as read.
+        let device = CpuRegistry::new(None)?.cpu().shared();
+        let arch = lamina::model::Model::load(file.clone(), device, None).map(|m| {
+            let hp = m.arch().hyperparameters();
+            (m.arch_name(), hp)
+        });
         let text = if json {
-            format!("{}\n", describe::to_json(&file))
+            let mut j = describe::to_json(&file);
+            j["model"] = match &arch {
+                Ok((name, hp)) => json!({
+                    "architecture": name,
+                    "hyperparameters": hp.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+                }),
+                Err(e) => json!({"error": e.to_string()}),
+            };
+            format!("{j}\n")
         } else {
-            describe::to_text(&file)
+            let mut t = describe::to_text(&file);
+            match &arch {
+                Ok((name, hp)) => {
+                    t += &format!("\nmodel: {name}, as lamina runs it\n");
+                    for (k, v) in hp {
+                        t += &format!("  {k:<18} {v}\n");
+                    }
+                }
+                Err(e) => t += &format!("\nmodel: lamina cannot run it: {e}\n"),
+            }
+            t
         };
         write_stdout(&text)
     }
