@@ -234,6 +234,7 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
             base: 10000.0,
             freq_scale: 1.0,
             freq_factors: None,
+            attn_factor: 1.0,
         };
         each_backend("rope", true, d, |be| {
             let mut r = x.clone();

@@ -102,7 +102,10 @@ fn info_json() {
     );
     assert_eq!(v["totals"]["by_type"]["Q4_1"], 210);
     assert_eq!(v["model"]["architecture"], "llama");
-    assert_eq!(v["model"]["hyperparameters"][2][1], "9 heads, 3 KV heads of 64");
+    assert_eq!(
+        v["model"]["hyperparameters"][2][1],
+        "9 heads, 3 KV heads of 64"
+    );
 }
 
 /// `info` names the architecture's hyperparameters as lamina reads them:
@@ -110,7 +113,9 @@ fn info_json() {
 #[test]
 fn info_names_gemma3_hyperparameters() {
     let out = stdout(&lamina(&["info", &model_path("gemma-3-270m-q4_k_m.gguf")]));
-    let model = &out[out.find("model: gemma3, as lamina runs it").expect("model section")..];
+    let model = &out[out
+        .find("model: gemma3, as lamina runs it")
+        .expect("model section")..];
     for want in [
         "attention          4 heads, 1 KV heads of 256",
         "feed-forward       2048 (GeluTanh)",
@@ -122,7 +127,10 @@ fn info_names_gemma3_hyperparameters() {
         assert!(model.contains(want), "{want:?} not in:\n{model}");
     }
     // A file lamina cannot run says why.
-    let out = stdout(&lamina(&["info", &format!("{REPO}/models/vocab/ggml-vocab-qwen35.gguf")]));
+    let out = stdout(&lamina(&[
+        "info",
+        &format!("{REPO}/models/vocab/ggml-vocab-qwen35.gguf"),
+    ]));
     assert!(out.contains("model: lamina cannot run it: "), "{out}");
 }
 

@@ -100,6 +100,35 @@ fn smollm3_no_rope_layers_q6_k() {
 }
 
 #[test]
+fn phi3_fused_longrope_q5_1() {
+    check("phi3", None, 1);
+}
+
+/// Contexts past LongRoPE's original length would need the long factors,
+/// which lamina does not apply: an error naming the limit, not wrong logits.
+#[test]
+fn phi3_long_contexts_are_refused() {
+    let file = Arc::new(GgufFile::from_bytes(family("phi3").write()).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Arc::new(Model::load(file, device, None).unwrap());
+    let err = Context::new(
+        model.clone(),
+        ContextParams {
+            n_ctx: 4097,
+            ..ContextParams::default()
+        },
+    )
+    .err()
+    .expect("an error");
+    assert!(err.to_string().contains("use at most 4096"), "{err}");
+    let ok = ContextParams {
+        n_ctx: 4096,
+        ..ContextParams::default()
+    };
+    assert!(Context::new(model, ok).is_ok());
+}
+
+#[test]
 fn granite_multipliers_f16() {
     check("granite", None, 1);
 }

@@ -70,7 +70,8 @@ for cpu in "${AARCH64_CPUS[@]}"; do
   else
     # The families' light subset: the K-quant ones (llama3 Q4_K, qwen3 Q5_K).
     selection=(--lib "${light_tests[@]}" -- --skip every_variant --skip perplexity
-      --skip qwen2_biases --skip gemma3_sliding --skip smollm3_no_rope --skip granite_multipliers)
+      --skip qwen2_biases --skip gemma3_sliding --skip smollm3_no_rope --skip granite_multipliers
+      --skip phi3_)
   fi
   LAMINA_EXPECT_VARIANT=$expect_variant LAMINA_EXPECT_SVE_BITS=$expect_bits \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$qemu" LAMINA_EXEC_WRAPPER="$qemu" \

@@ -32,6 +32,10 @@ pub struct Synth {
     pub post_norms: bool,
     /// Llama 3.x's `rope_freqs.weight`.
     pub rope_freqs: bool,
+    /// Phi-3's fused `attn_qkv` and gate-and-up `ffn_up`.
+    pub fused: bool,
+    /// Phi-3's LongRoPE `rope_factors_{short,long}.weight`.
+    pub rope_factors: bool,
     /// `{arch}.*` keys beyond the shape.
     pub keys: &'static [(&'static str, f32)],
     /// `{arch}.*` u32 keys beyond the shape.
@@ -54,6 +58,8 @@ const BASE: Synth = Synth {
     qk_norm: false,
     post_norms: false,
     rope_freqs: false,
+    fused: false,
+    rope_factors: false,
     keys: &[],
     u32_keys: &[],
 };
@@ -114,6 +120,26 @@ pub const FAMILIES: &[Synth] = &[
         weights: GgmlType::Q6_K,
         n_layer: 4,
         keys: &[("rope.freq_base", 2000000.0)],
+        ..BASE
+    },
+    Synth {
+        name: "phi3",
+        arch: "phi3",
+        vocab: "ggml-vocab-phi-3.gguf",
+        weights: GgmlType::Q5_1,
+        n_head_kv: 4,
+        output: true,
+        fused: true,
+        rope_factors: true,
+        keys: &[
+            ("rope.freq_base", 10000.0),
+            ("rope.scaling.attn_factor", 1.19),
+        ],
+        u32_keys: &[
+            ("rope.scaling.original_context_length", 4096),
+            // Ignored, as the reference ignores it.
+            ("attention.sliding_window", 8),
+        ],
         ..BASE
     },
     Synth {
@@ -187,158 +213,105 @@ impl Synth {
             w.add_metadata(k, v).expect("metadata");
         }
 
-        let mut rng = Rng::new(0x5EED_0000 ^ self.name.len() as u64 ^ (self.n_layer as u64) << 8);
+        let mut t = Tensors {
+            list: Vec::new(),
+            rng: Rng::new(0x5EED_0000 ^ self.name.len() as u64 ^ (self.n_layer as u64) << 8),
+        };
         let (d, qw, kvw, ff) = (
             self.n_embd as u64,
             (self.n_head * self.head_dim) as u64,
             (self.n_head_kv * self.head_dim) as u64,
             self.n_ff as u64,
         );
-        let mut tensors: Vec<(String, GgmlType, Vec<u64>, Vec<u8>)> = Vec::new();
-        let matrix = |tensors: &mut Vec<(String, GgmlType, Vec<u64>, Vec<u8>)>,
-                      rng: &mut Rng,
-                      name: String,
-                      ty: GgmlType,
-                      rows: u64,
-                      cols: u64,
-                      a: f32| {
-            let values: Vec<f32> = (0..rows * cols).map(|_| uniform(rng, a)).collect();
-            let dtype = DType::try_from(ty).expect("a supported type");
-            let mut bytes = vec![0u8; dtype.bytes_for(values.len())];
-            convert::quantize(dtype, &values, &mut bytes).expect("quantize");
-            tensors.push((name, ty, vec![cols, rows], bytes));
-        };
-        matrix(
-            &mut tensors,
-            &mut rng,
-            "token_embd.weight".into(),
-            GgmlType::Q8_0,
-            n_vocab,
-            d,
-            1.0,
-        );
+        let wt = self.weights;
+        t.matrix("token_embd.weight", GgmlType::Q8_0, n_vocab, d, 1.0);
         let mut norms: Vec<(String, u64)> = vec![("output_norm.weight".into(), d)];
         let scale = |cols: u64| 2.0 / (cols as f32).sqrt();
         for i in 0..self.n_layer {
-            let t = |n: &str| format!("blk.{i}.{n}.weight");
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("attn_q"),
-                self.weights,
-                qw,
-                d,
-                scale(d),
-            );
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("attn_k"),
-                self.weights,
-                kvw,
-                d,
-                scale(d),
-            );
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("attn_v"),
-                self.weights,
-                kvw,
-                d,
-                scale(d),
-            );
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("attn_output"),
-                self.weights,
-                d,
-                qw,
-                scale(qw),
-            );
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("ffn_gate"),
-                self.weights,
-                ff,
-                d,
-                scale(d),
-            );
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("ffn_up"),
-                self.weights,
-                ff,
-                d,
-                scale(d),
-            );
-            matrix(
-                &mut tensors,
-                &mut rng,
-                t("ffn_down"),
-                self.weights,
-                d,
-                ff,
-                scale(ff),
-            );
-            norms.push((t("attn_norm"), d));
-            norms.push((t("ffn_norm"), d));
+            let n = |n: &str| format!("blk.{i}.{n}.weight");
+            if self.fused {
+                t.matrix(&n("attn_qkv"), wt, qw + 2 * kvw, d, scale(d));
+            } else {
+                t.matrix(&n("attn_q"), wt, qw, d, scale(d));
+                t.matrix(&n("attn_k"), wt, kvw, d, scale(d));
+                t.matrix(&n("attn_v"), wt, kvw, d, scale(d));
+            }
+            t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
+            if self.fused {
+                t.matrix(&n("ffn_up"), wt, 2 * ff, d, scale(d));
+            } else {
+                t.matrix(&n("ffn_gate"), wt, ff, d, scale(d));
+                t.matrix(&n("ffn_up"), wt, ff, d, scale(d));
+            }
+            t.matrix(&n("ffn_down"), wt, d, ff, scale(ff));
+            norms.push((n("attn_norm"), d));
+            norms.push((n("ffn_norm"), d));
             if self.qk_norm {
-                norms.push((t("attn_q_norm"), self.head_dim as u64));
-                norms.push((t("attn_k_norm"), self.head_dim as u64));
+                norms.push((n("attn_q_norm"), self.head_dim as u64));
+                norms.push((n("attn_k_norm"), self.head_dim as u64));
             }
             if self.post_norms {
-                norms.push((t("post_attention_norm"), d));
-                norms.push((t("post_ffw_norm"), d));
+                norms.push((n("post_attention_norm"), d));
+                norms.push((n("post_ffw_norm"), d));
             }
             if self.qkv_bias {
-                for (n, len) in [("attn_q", qw), ("attn_k", kvw), ("attn_v", kvw)] {
-                    let b: Vec<f32> = (0..len).map(|_| uniform(&mut rng, 0.5)).collect();
-                    tensors.push((
-                        format!("blk.{i}.{n}.bias"),
-                        GgmlType::F32,
-                        vec![len],
-                        f32_le(&b),
-                    ));
+                for (b, len) in [("attn_q", qw), ("attn_k", kvw), ("attn_v", kvw)] {
+                    let v: Vec<f32> = (0..len).map(|_| uniform(&mut t.rng, 0.5)).collect();
+                    t.vector(&format!("blk.{i}.{b}.bias"), &v);
                 }
             }
         }
         if self.output {
-            matrix(
-                &mut tensors,
-                &mut rng,
-                "output.weight".into(),
-                self.weights,
-                n_vocab,
-                d,
-                1.0,
-            );
+            t.matrix("output.weight", wt, n_vocab, d, 1.0);
         }
         for (name, len) in norms {
-            let v: Vec<f32> = (0..len).map(|_| 1.0 + uniform(&mut rng, 0.25)).collect();
-            tensors.push((name, GgmlType::F32, vec![len], f32_le(&v)));
+            let v: Vec<f32> = (0..len).map(|_| 1.0 + uniform(&mut t.rng, 0.25)).collect();
+            t.vector(&name, &v);
         }
+        let half = self.head_dim as usize / 2;
+        let ramp = |top: f32| -> Vec<f32> {
+            (0..half)
+                .map(|i| 1.0 + (top - 1.0) * (i as f32 / (half - 1) as f32).powi(2))
+                .collect()
+        };
         if self.rope_freqs {
             // Llama 3.1's shape: high frequencies kept, low ones divided by
             // up to 8, a smooth ramp between.
-            let half = self.head_dim as usize / 2;
-            let f: Vec<f32> = (0..half)
-                .map(|i| 1.0 + 7.0 * (i as f32 / (half - 1) as f32).powi(2))
-                .collect();
-            tensors.push((
-                "rope_freqs.weight".into(),
-                GgmlType::F32,
-                vec![half as u64],
-                f32_le(&f),
-            ));
+            t.vector("rope_freqs.weight", &ramp(8.0));
         }
-        for (name, ty, shape, data) in tensors {
+        if self.rope_factors {
+            // LongRoPE's: short factors near 1, long ones growing further.
+            t.vector("rope_factors_short.weight", &ramp(1.5));
+            t.vector("rope_factors_long.weight", &ramp(12.0));
+        }
+        for (name, ty, shape, data) in t.list {
             w.add_tensor(name, ty, &shape, data).expect("tensor");
         }
         w.to_bytes()
+    }
+}
+
+/// The tensors of a model being written, and the random values they take.
+struct Tensors {
+    list: Vec<(String, GgmlType, Vec<u64>, Vec<u8>)>,
+    rng: Rng,
+}
+
+impl Tensors {
+    /// `rows` x `cols` values uniform in [-a, a), quantized to `ty`.
+    fn matrix(&mut self, name: &str, ty: GgmlType, rows: u64, cols: u64, a: f32) {
+        let values: Vec<f32> = (0..rows * cols)
+            .map(|_| uniform(&mut self.rng, a))
+            .collect();
+        let dtype = DType::try_from(ty).expect("a supported type");
+        let mut bytes = vec![0u8; dtype.bytes_for(values.len())];
+        convert::quantize(dtype, &values, &mut bytes).expect("quantize");
+        self.list.push((name.into(), ty, vec![cols, rows], bytes));
+    }
+
+    fn vector(&mut self, name: &str, v: &[f32]) {
+        self.list
+            .push((name.into(), GgmlType::F32, vec![v.len() as u64], f32_le(v)));
     }
 }
 

@@ -27,6 +27,9 @@ pub struct Rope {
     pub freq_scale: f32,
     /// Per-pair divisors of the angle (llama 3.1's `rope_freqs.weight`).
     pub freq_factors: Option<Vec<f32>>,
+    /// Multiplies the sines and cosines (ggml's `attn_factor`: LongRoPE's
+    /// `rope.scaling.attn_factor`); 1 for most models.
+    pub attn_factor: f32,
 }
 
 /// How rows of a cache (K or V) are stored.

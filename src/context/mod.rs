@@ -148,6 +148,7 @@ impl Context {
         if pooling == Pooling::Rank {
             check_rank(&model)?;
         }
+        model.arch().check_context(params.n_ctx)?;
         let device = model.device().clone();
         // An encoder keeps no KV cache (a sequence is encoded whole), but its
         // cells still place a batch's tokens.

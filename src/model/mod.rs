@@ -12,6 +12,7 @@ mod decoder;
 mod gemma3;
 mod granite;
 pub mod llama;
+mod phi3;
 mod qwen2;
 mod qwen3;
 mod smollm3;
@@ -147,6 +148,11 @@ pub trait Architecture: Send + Sync {
     fn repacked_matrices(&self) -> usize {
         0
     }
+    /// An error when the architecture cannot run a context of `n_ctx`
+    /// positions as the reference would. (optional) Default: any size.
+    fn check_context(&self, _n_ctx: usize) -> Result<()> {
+        Ok(())
+    }
     /// The hyperparameters as read from the file, named, for `lamina info`.
     /// (optional) Default: the sizes every architecture has.
     fn hyperparameters(&self) -> Vec<(&'static str, String)> {
@@ -171,6 +177,7 @@ const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("gemma3", gemma3::load),
     ("smollm3", smollm3::load),
     ("granite", granite::load),
+    ("phi3", phi3::load),
     ("bert", bert::load),
 ];
 

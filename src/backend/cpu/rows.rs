@@ -138,6 +138,7 @@ pub fn rope(rope: &Rope, x: &mut [f32], pos: i32) {
     for i in 0..half {
         let factor = rope.freq_factors.as_ref().map_or(1.0, |f| f[i]);
         let (s, c) = (rope.freq_scale * theta / factor).sin_cos();
+        let (s, c) = (s * rope.attn_factor, c * rope.attn_factor);
         let (a, b) = match rope.kind {
             RopeKind::Normal => (2 * i, 2 * i + 1),
             RopeKind::Neox => (i, i + half),
@@ -251,6 +252,7 @@ mod tests {
             base: 10000.0,
             freq_scale: 1.0,
             freq_factors: None,
+            attn_factor: 1.0,
         }
     }
 

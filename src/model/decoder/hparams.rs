@@ -1,0 +1,243 @@
+//! What every decoder family reads from its metadata: `{arch}.*` keys
+//! with the checks they need, the shape, and the rotation.
+
+use super::{LayerSpec, Recipe};
+use crate::backend::{Rope, RopeKind};
+use crate::error::{Error, Result};
+use crate::gguf::{GgufFile, Metadata};
+use crate::model::weights::{tensor, vector};
+
+/// Reads `{arch}.{key}` metadata with the checks every architecture needs.
+pub(crate) struct Keys<'a> {
+    md: &'a Metadata,
+    arch: &'static str,
+}
+
+impl<'a> Keys<'a> {
+    pub fn new(file: &'a GgufFile, arch: &'static str) -> Keys<'a> {
+        Keys {
+            md: file.metadata(),
+            arch,
+        }
+    }
+
+    fn name(&self, key: &str) -> String {
+        format!("{}.{key}", self.arch)
+    }
+
+    /// The raw value of a key, if the file has it.
+    pub fn value(&self, key: &str) -> Option<&'a crate::gguf::Value> {
+        self.md.get(&self.name(key))
+    }
+
+    /// A count or size the file must have.
+    pub fn usize(&self, key: &str) -> Result<usize> {
+        Ok(self.md.get_u32(&self.name(key))? as usize)
+    }
+
+    /// A count or size the file may leave out (a key of another type is an
+    /// error, not a default).
+    pub fn opt_usize(&self, key: &str) -> Result<Option<usize>> {
+        if self.md.contains(&self.name(key)) {
+            self.usize(key).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    pub fn opt_f32(&self, key: &str) -> Result<Option<f32>> {
+        let name = self.name(key);
+        if self.md.contains(&name) {
+            self.md.get_f32(&name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>> {
+        let name = self.name(key);
+        if self.md.contains(&name) {
+            self.md.get_str(&name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A number that must be finite and above zero (an epsilon, a base, a
+    /// multiplier), `default` when the file has none.
+    pub fn positive(&self, key: &str, default: Option<f32>) -> Result<f32> {
+        let v = match (self.opt_f32(key)?, default) {
+            (Some(v), _) | (None, Some(v)) => v,
+            (None, None) => {
+                return Err(Error::MissingKey {
+                    key: self.name(key),
+                })
+            }
+        };
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{} is {v}: it must be a positive number",
+                self.name(key)
+            )))
+        }
+    }
+}
+
+/// The sizes of a decoder, checked against each other.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    pub n_layer: usize,
+    pub n_embd: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Values per attention head (keys and values alike).
+    pub head_dim: usize,
+    pub n_ff: usize,
+    pub n_vocab: usize,
+    pub n_ctx_train: usize,
+}
+
+impl Shape {
+    /// The sizes every decoder's keys give: `block_count`,
+    /// `embedding_length`, the head counts, `attention.key_length` (else the
+    /// embedding over the heads), `feed_forward_length`, `context_length`.
+    pub(crate) fn read(keys: &Keys, n_vocab: usize) -> Result<Shape> {
+        let n_layer = keys.usize("block_count")?;
+        if n_layer == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} is 0: the model has no layers",
+                keys.name("block_count")
+            )));
+        }
+        let n_embd = keys.usize("embedding_length")?;
+        let n_head = keys.usize("attention.head_count")?;
+        let n_head_kv = keys.opt_usize("attention.head_count_kv")?.unwrap_or(n_head);
+        if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "inconsistent attention shape: {n_head} heads over {n_head_kv} KV heads"
+            )));
+        }
+        let head_dim = match keys.opt_usize("attention.key_length")? {
+            Some(k) => k,
+            None if n_embd % n_head == 0 => n_embd / n_head,
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "an embedding of {n_embd} does not split into {n_head} heads"
+                )))
+            }
+        };
+        let value_dim = keys
+            .opt_usize("attention.value_length")?
+            .unwrap_or(head_dim);
+        if head_dim == 0 || value_dim != head_dim {
+            return Err(Error::InvalidArgument(format!(
+                "heads of {head_dim} keys and {value_dim} values are not supported"
+            )));
+        }
+        let n_ff = keys.usize("feed_forward_length")?;
+        let n_ctx_train = keys.usize("context_length")?;
+        // Sizes that overflow here would overflow every buffer later.
+        let too_big = |v: usize| v > (1 << 24);
+        if [n_layer, n_embd, n_head, head_dim, n_ff]
+            .into_iter()
+            .any(too_big)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "model sizes out of range: {n_layer} layers, {n_embd} wide, {n_head} heads of {head_dim}, feed-forward {n_ff}"
+            )));
+        }
+        Ok(Shape {
+            n_layer,
+            n_embd,
+            n_head,
+            n_head_kv,
+            head_dim,
+            n_ff,
+            n_vocab,
+            n_ctx_train,
+        })
+    }
+
+    /// Query values per token.
+    pub fn q_width(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+
+    /// Key (and value) values per token.
+    pub fn kv_width(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}
+
+/// What every family reads first: its keys, the shape (the vocabulary from
+/// the token embedding's rows), the plain recipe with the file's RMS
+/// epsilon, and the rotation its layers use.
+pub(crate) fn common<'a>(
+    file: &'a GgufFile,
+    arch: &'static str,
+    kind: RopeKind,
+) -> Result<(Keys<'a>, Shape, Recipe, Rope)> {
+    let keys = Keys::new(file, arch);
+    let shape = Shape::read(&keys, tensor(file, "token_embd.weight")?.rows)?;
+    let recipe = Recipe::plain(
+        keys.positive("attention.layer_norm_rms_epsilon", None)?,
+        &shape,
+    );
+    let rope = rope(&keys, file, kind, shape.head_dim)?;
+    Ok((keys, shape, recipe, rope))
+}
+
+/// Every layer alike: rotated by `rope`, seeing every position.
+pub(crate) fn uniform(rope: &Rope) -> impl Fn(usize) -> LayerSpec + '_ {
+    move |_| LayerSpec {
+        rope: Some(rope.clone()),
+        window: None,
+    }
+}
+
+/// The rotation of a family's layers from `{arch}.rope.*`: the rotated
+/// dimensions (default the whole head), the base (default 10000), linear
+/// position scaling, and the per-pair factors of `rope_freqs.weight`.
+pub(crate) fn rope(keys: &Keys, file: &GgufFile, kind: RopeKind, head_dim: usize) -> Result<Rope> {
+    let dim = keys.opt_usize("rope.dimension_count")?.unwrap_or(head_dim);
+    if dim == 0 || dim > head_dim || dim % 2 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "rope dimension {dim} does not fit heads of {head_dim}"
+        )));
+    }
+    let freq_scale = match keys.opt_str("rope.scaling.type")? {
+        // LongRoPE scales by its per-pair factors (and attn_factor) only.
+        None | Some("none") | Some("longrope") => 1.0,
+        Some("linear") => 1.0 / keys.positive("rope.scaling.factor", Some(1.0))?,
+        Some(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "unsupported rope scaling type '{other}'"
+            )))
+        }
+    };
+    Ok(Rope {
+        kind,
+        head_dim,
+        dim,
+        base: keys.positive("rope.freq_base", Some(10000.0))?,
+        freq_scale,
+        freq_factors: freq_factors(file, dim)?,
+        attn_factor: keys.positive("rope.scaling.attn_factor", Some(1.0))?,
+    })
+}
+
+/// The rotation factors of `rope_freqs.weight` (Llama 3.x scaling), one per
+/// rotated pair, when the file has them.
+fn freq_factors(file: &GgufFile, rope_dim: usize) -> Result<Option<Vec<f32>>> {
+    factors(file, "rope_freqs.weight", rope_dim)
+}
+
+/// Per-pair rotation factors from the tensor `name`, when the file has it.
+pub(crate) fn factors(file: &GgufFile, name: &str, rope_dim: usize) -> Result<Option<Vec<f32>>> {
+    match super::layers::optional(file, name)? {
+        Some(t) => Ok(Some(vector(file, &t, rope_dim / 2)?)),
+        None => Ok(None),
+    }
+}

@@ -1,0 +1,192 @@
+//! A decoder layer's weights, bound by tensor name, and the whole model's
+//! loading.
+
+use std::sync::Arc;
+
+use super::{Decoder, LayerSpec, Parts, Recipe, Shape};
+use crate::backend::{Device, Matrix, Op};
+use crate::error::{Error, Result};
+use crate::gguf::GgufFile;
+use crate::model::weights::{matrix, shaped, table, tensor, vector, LoadSteps, Progress, Tensor};
+use crate::model::Architecture;
+
+/// Q, K and V: three matrices, or one whose output rows are Q, K, V.
+// One per layer: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Qkv {
+    Separate([Matrix; 3]),
+    Fused(Matrix),
+}
+
+/// The feed-forward's gate and up: two matrices, or one whose output rows
+/// are the gate's, then the up's.
+pub(super) enum GateUp {
+    Separate(Matrix, Matrix),
+    Fused(Matrix),
+}
+
+pub(super) struct Layer {
+    pub(super) spec: LayerSpec,
+    pub(super) attn_norm: Vec<f32>,
+    pub(super) qkv: Qkv,
+    pub(super) bias: Option<[Vec<f32>; 3]>,
+    pub(super) qk_norm: Option<[Vec<f32>; 2]>,
+    pub(super) wo: Matrix,
+    pub(super) post_attn_norm: Option<Vec<f32>>,
+    pub(super) ffn_norm: Vec<f32>,
+    pub(super) gate_up: GateUp,
+    pub(super) down: Matrix,
+    pub(super) post_ffn_norm: Option<Vec<f32>>,
+}
+
+impl Layer {
+    pub(super) fn matrices(&self) -> Vec<&Matrix> {
+        let mut m: Vec<&Matrix> = match &self.qkv {
+            Qkv::Separate(w) => w.iter().collect(),
+            Qkv::Fused(w) => vec![w],
+        };
+        match &self.gate_up {
+            GateUp::Separate(g, u) => m.extend([g, u]),
+            GateUp::Fused(w) => m.push(w),
+        }
+        m.extend([&self.wo, &self.down]);
+        m
+    }
+
+    /// Values per token a fused product writes before they are split (0:
+    /// none).
+    pub(super) fn fused_width(&self, sh: &Shape) -> usize {
+        let qkv = match self.qkv {
+            Qkv::Fused(_) => sh.q_width() + 2 * sh.kv_width(),
+            Qkv::Separate(_) => 0,
+        };
+        let gate_up = match self.gate_up {
+            GateUp::Fused(_) => 2 * sh.n_ff,
+            GateUp::Separate(..) => 0,
+        };
+        qkv.max(gate_up)
+    }
+}
+
+/// Loads a decoder from `file`: `spec(i)` gives layer `i`'s RoPE and window.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn load(
+    name: &'static str,
+    file: &Arc<GgufFile>,
+    device: &dyn Device,
+    progress: Option<Progress>,
+    shape: Shape,
+    recipe: Recipe,
+    parts: Parts,
+    spec: &dyn Fn(usize) -> LayerSpec,
+) -> Result<Box<dyn Architecture>> {
+    let (d, qw, kvw, ff) = (shape.n_embd, shape.q_width(), shape.kv_width(), shape.n_ff);
+    let hd = shape.head_dim;
+    let embd = shaped(tensor(file, "token_embd.weight")?, shape.n_vocab, d)?;
+    let mut steps = LoadSteps::new(file, progress)?;
+    let bind = |name: &str, rows: usize, cols: usize| -> Result<Matrix> {
+        matrix(device, file, &shaped(tensor(file, name)?, rows, cols)?)
+    };
+    let vec_of =
+        |name: &str, len: usize| -> Result<Vec<f32>> { vector(file, &tensor(file, name)?, len) };
+    let mut layers = Vec::new();
+    layers
+        .try_reserve_exact(shape.n_layer)
+        .map_err(|_| Error::InvalidArgument(format!("{} layers are too many", shape.n_layer)))?;
+    for i in 0..shape.n_layer {
+        let w = |n: &str| format!("blk.{i}.{n}.weight");
+        let b = |n: &str| format!("blk.{i}.{n}.bias");
+        let bias = if parts.qkv_bias && optional(file, &b("attn_q"))?.is_some() {
+            Some([
+                vec_of(&b("attn_q"), qw)?,
+                vec_of(&b("attn_k"), kvw)?,
+                vec_of(&b("attn_v"), kvw)?,
+            ])
+        } else {
+            None
+        };
+        let qk_norm = if parts.qk_norm {
+            Some([
+                vec_of(&w("attn_q_norm"), hd)?,
+                vec_of(&w("attn_k_norm"), hd)?,
+            ])
+        } else {
+            None
+        };
+        let (post_attn_norm, post_ffn_norm) = if parts.post_norms {
+            (
+                Some(vec_of(&w("post_attention_norm"), d)?),
+                Some(vec_of(&w("post_ffw_norm"), d)?),
+            )
+        } else {
+            (None, None)
+        };
+        let fused_qkv = match optional(file, &w("attn_qkv"))? {
+            Some(t) if parts.fused => Some(t),
+            _ => None,
+        };
+        let qkv = match fused_qkv {
+            Some(t) => Qkv::Fused(matrix(device, file, &shaped(t, qw + 2 * kvw, d)?)?),
+            None => Qkv::Separate([
+                bind(&w("attn_q"), qw, d)?,
+                bind(&w("attn_k"), kvw, d)?,
+                bind(&w("attn_v"), kvw, d)?,
+            ]),
+        };
+        let gate_up = if parts.fused && optional(file, &w("ffn_gate"))?.is_none() {
+            GateUp::Fused(bind(&w("ffn_up"), 2 * ff, d)?)
+        } else {
+            GateUp::Separate(bind(&w("ffn_gate"), ff, d)?, bind(&w("ffn_up"), ff, d)?)
+        };
+        let layer = Layer {
+            spec: spec(i),
+            attn_norm: vec_of(&w("attn_norm"), d)?,
+            qkv,
+            bias,
+            qk_norm,
+            wo: bind(&w("attn_output"), d, qw)?,
+            post_attn_norm,
+            ffn_norm: vec_of(&w("ffn_norm"), d)?,
+            gate_up,
+            down: bind(&w("ffn_down"), d, ff)?,
+            post_ffn_norm,
+        };
+        steps.step(layer.matrices().iter().map(|m| m.size_bytes()).sum())?;
+        layers.push(layer);
+    }
+    let output = match optional(file, "output.weight")? {
+        Some(t) => Some(matrix(device, file, &shaped(t, shape.n_vocab, d)?)?),
+        None => {
+            // Tied output: the token embedding, read in place (llama.cpp
+            // does not repack the input embedding either).
+            if !device.supports_op(Op::MulMat(embd.dtype)) {
+                return Err(Error::InvalidArgument(format!(
+                    "tensor 'token_embd.weight' is {} and serves as the output: the device has no matrix product for it",
+                    embd.dtype
+                )));
+            }
+            None
+        }
+    };
+    let output_norm = vec_of("output_norm.weight", d)?;
+    let token_embd = table(device, file, &embd)?;
+    steps.finish()?;
+    Ok(Box::new(Decoder {
+        name,
+        shape,
+        recipe,
+        token_embd,
+        output_norm,
+        output,
+        layers,
+    }))
+}
+
+/// The tensor `name` if the file has it.
+pub(super) fn optional(file: &GgufFile, name: &str) -> Result<Option<Tensor>> {
+    match tensor(file, name) {
+        Ok(t) => Ok(Some(t)),
+        Err(Error::MissingTensor { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,467 @@
+//! The decoder-only transformer that llama, Qwen, Gemma, Granite and SmolLM
+//! are variations of: token embedding, then per layer a pre-norm attention
+//! block (Q/K/V products, optional biases and per-head Q/K norms, RoPE,
+//! grouped KV heads over the cache, optionally a sliding window) and a
+//! pre-norm gated feed-forward block, each optionally post-normed and
+//! scaled before its residual; a final norm and the output projection.
+//!
+//! An architecture file reads its own metadata keys and tensor names and
+//! says which of these parts it has (`Recipe`, per-layer `LayerSpec`); the
+//! forward pass here is written once and reads like the equations. Numerics
+//! follow ggml's: each op as its graph has it, in the same order.
+mod hparams;
+mod layers;
+
+use std::any::Any;
+
+pub(crate) use hparams::{common, factors, uniform, Keys, Shape};
+pub(crate) use layers::load;
+
+use super::{state_of, Architecture, Dims, MicroBatch};
+use crate::backend::{Backend, Matrix, Rope};
+use crate::error::{Error, Result};
+use crate::kv::{KvCache, KvLayout};
+use layers::{GateUp, Layer, Qkv};
+
+/// The feed-forward's gate activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// silu(gate) · up (SwiGLU).
+    Silu,
+    /// gelu_tanh(gate) · up (GeGLU, Gemma).
+    GeluTanh,
+}
+
+impl Activation {
+    /// `gate = act(gate) * up`.
+    fn apply(self, be: &mut dyn Backend, gate: &mut [f32], up: &[f32]) -> Result<()> {
+        match self {
+            Activation::Silu => be.silu_mul(gate, up),
+            Activation::GeluTanh => be.gelu_mul(gate, up),
+        }
+    }
+}
+
+/// What one architecture adds to the plain pre-norm decoder.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    pub rms_eps: f32,
+    pub activation: Activation,
+    /// Multiplies the token embeddings (Gemma: sqrt(n_embd); Granite).
+    pub embd_scale: Option<f32>,
+    /// Multiplies the queries after RoPE (Gemma 3); the scores are then not
+    /// scaled again.
+    pub q_scale: Option<f32>,
+    /// Multiplies Q·K; default 1/sqrt(head_dim).
+    pub kq_scale: f32,
+    /// Multiplies each block's output before its residual (Granite).
+    pub residual_scale: Option<f32>,
+    /// Divides the logits (Granite's logit scale).
+    pub logit_divisor: Option<f32>,
+    /// c · tanh(logits / c) (Gemma 2's final soft-capping).
+    pub logit_softcap: Option<f32>,
+    /// Longest context the loaded RoPE serves: beyond it the reference
+    /// switches to rotation factors lamina does not apply (Phi-3's long
+    /// LongRoPE factors).
+    pub max_ctx: Option<usize>,
+}
+
+impl Recipe {
+    /// A plain decoder: SwiGLU, 1/sqrt(head_dim) scores, nothing else.
+    pub fn plain(rms_eps: f32, shape: &Shape) -> Recipe {
+        Recipe {
+            rms_eps,
+            activation: Activation::Silu,
+            embd_scale: None,
+            q_scale: None,
+            kq_scale: 1.0 / (shape.head_dim as f32).sqrt(),
+            residual_scale: None,
+            logit_divisor: None,
+            logit_softcap: None,
+            max_ctx: None,
+        }
+    }
+}
+
+/// What differs from layer to layer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayerSpec {
+    /// `None`: this layer does not rotate (SmolLM3's no-RoPE layers).
+    pub rope: Option<Rope>,
+    /// Keys at most `window - 1` positions behind the query are seen
+    /// (sliding-window layers); `None`: all of them.
+    pub window: Option<u32>,
+}
+
+/// Which optional tensors a family's layers carry.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Parts {
+    /// `attn_{q,k,v}.bias`, read when the file has them (Qwen2).
+    pub qkv_bias: bool,
+    /// `attn_{q,k}_norm.weight`: per-head RMSNorm of Q and K (Qwen3, Gemma 3).
+    pub qk_norm: bool,
+    /// `post_attention_norm` and `post_ffw_norm` (Gemma 2/3).
+    pub post_norms: bool,
+    /// Fused products where the file has them (Phi-3): `attn_qkv` (rows Q,
+    /// then K, then V) for the three of attention, and a `ffn_up` of twice
+    /// the feed-forward's rows (gate, then up) without `ffn_gate`.
+    pub fused: bool,
+}
+
+/// A loaded decoder of any of the families above.
+pub struct Decoder {
+    name: &'static str,
+    pub shape: Shape,
+    pub recipe: Recipe,
+    token_embd: Matrix,
+    output_norm: Vec<f32>,
+    /// `None`: tied to the token embedding.
+    output: Option<Matrix>,
+    layers: Vec<Layer>,
+}
+
+/// Scratch of one context's forward passes (llama2.c's `RunState`).
+struct State {
+    max_tokens: usize,
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    /// Q (and K) before their per-head norm.
+    raw: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    /// A fused product's output before it is split (empty without one).
+    fused: Vec<f32>,
+    last: Vec<f32>,
+}
+
+impl Architecture for Decoder {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn dims(&self) -> Dims {
+        let s = &self.shape;
+        Dims {
+            n_embd: s.n_embd,
+            n_layer: s.n_layer,
+            n_vocab: s.n_vocab,
+            n_ctx_train: s.n_ctx_train,
+        }
+    }
+
+    fn kv_layout(&self) -> Option<KvLayout> {
+        let s = &self.shape;
+        Some(KvLayout {
+            n_layer: s.n_layer,
+            width: s.kv_width(),
+            head_dim: s.head_dim,
+        })
+    }
+
+    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>> {
+        let s = &self.shape;
+        let buf = |width: usize| super::scratch(max_tokens, width);
+        Ok(Box::new(State {
+            max_tokens,
+            x: buf(s.n_embd)?,
+            xn: buf(s.n_embd)?,
+            raw: buf(s.q_width())?,
+            q: buf(s.q_width())?,
+            k: buf(s.kv_width())?,
+            v: buf(s.kv_width())?,
+            att: buf(s.q_width())?,
+            proj: buf(s.n_embd)?,
+            gate: buf(s.n_ff)?,
+            up: buf(s.n_ff)?,
+            fused: buf(self
+                .layers
+                .iter()
+                .map(|l| l.fused_width(s))
+                .max()
+                .unwrap_or(0))?,
+            last: buf(s.n_embd)?,
+        }))
+    }
+
+    fn decode(
+        &self,
+        be: &mut dyn Backend,
+        kv: &mut KvCache,
+        ub: &MicroBatch,
+        state: &mut dyn Any,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        let (sh, r) = (&self.shape, &self.recipe);
+        let s: &mut State = state_of(state, self.name())?;
+        let n = ub.tokens.len();
+        if n > s.max_tokens {
+            return Err(Error::InvalidArgument(format!(
+                "a micro-batch of {n} tokens, more than the {} this context was made for",
+                s.max_tokens
+            )));
+        }
+        let (d, qw, kvw, ff) = (sh.n_embd, sh.q_width(), sh.kv_width(), sh.n_ff);
+        let x = &mut s.x[..n * d];
+        let xn = &mut s.xn[..n * d];
+        let raw = &mut s.raw[..n * qw];
+        let q = &mut s.q[..n * qw];
+        let k = &mut s.k[..n * kvw];
+        let v = &mut s.v[..n * kvw];
+        let att = &mut s.att[..n * qw];
+        let proj = &mut s.proj[..n * d];
+        let gate = &mut s.gate[..n * ff];
+        let up = &mut s.up[..n * ff];
+        let fused = &mut s.fused[..];
+        let kq_scale = if r.q_scale.is_some() { 1.0 } else { r.kq_scale };
+
+        be.get_rows(&self.token_embd, ub.tokens, x)?;
+        if let Some(c) = r.embd_scale {
+            be.scale(x, c)?;
+        }
+        for (l, layer) in self.layers.iter().enumerate() {
+            // Attention.
+            be.rms_norm(x, &layer.attn_norm, r.rms_eps, xn)?;
+            match &layer.qkv {
+                Qkv::Separate([wq, wk, wv]) => {
+                    be.mul_mat(wq, xn, n, q)?;
+                    be.mul_mat(wk, xn, n, k)?;
+                    be.mul_mat(wv, xn, n, v)?;
+                }
+                Qkv::Fused(w) => {
+                    let all = &mut fused[..n * (qw + 2 * kvw)];
+                    be.mul_mat(w, xn, n, all)?;
+                    for (t, row) in all.chunks_exact(qw + 2 * kvw).enumerate() {
+                        let (rq, rest) = row.split_at(qw);
+                        let (rk, rv) = rest.split_at(kvw);
+                        q[t * qw..(t + 1) * qw].copy_from_slice(rq);
+                        k[t * kvw..(t + 1) * kvw].copy_from_slice(rk);
+                        v[t * kvw..(t + 1) * kvw].copy_from_slice(rv);
+                    }
+                }
+            }
+            if let Some([qn, kn]) = &layer.qk_norm {
+                raw.copy_from_slice(q);
+                be.rms_norm(raw, qn, r.rms_eps, q)?;
+                let raw_k = &mut raw[..n * kvw];
+                raw_k.copy_from_slice(k);
+                be.rms_norm(raw_k, kn, r.rms_eps, k)?;
+            }
+            if let Some([bq, bk, bv]) = &layer.bias {
+                be.add_bias(q, bq)?;
+                be.add_bias(k, bk)?;
+                be.add_bias(v, bv)?;
+            }
+            if let Some(rope) = &layer.spec.rope {
+                be.rope(rope, q, ub.pos)?;
+                be.rope(rope, k, ub.pos)?;
+            }
+            if let Some(c) = r.q_scale {
+                be.scale(q, c)?;
+            }
+            kv.store(be, l, ub.cells, k, v)?;
+            kv.attend(
+                be,
+                l,
+                q,
+                sh.n_head,
+                kq_scale,
+                layer.spec.window,
+                ub.pos,
+                ub.seq,
+                att,
+            )?;
+            be.mul_mat(&layer.wo, att, n, proj)?;
+            residual(be, x, proj, xn, layer.post_attn_norm.as_deref(), r)?;
+            // Feed-forward.
+            be.rms_norm(x, &layer.ffn_norm, r.rms_eps, xn)?;
+            match &layer.gate_up {
+                GateUp::Separate(wg, wu) => {
+                    be.mul_mat(wg, xn, n, gate)?;
+                    be.mul_mat(wu, xn, n, up)?;
+                    r.activation.apply(be, gate, up)?;
+                }
+                GateUp::Fused(w) => {
+                    let all = &mut fused[..n * 2 * ff];
+                    be.mul_mat(w, xn, n, all)?;
+                    for (t, row) in all.chunks_exact_mut(2 * ff).enumerate() {
+                        let (g, u) = row.split_at_mut(ff);
+                        r.activation.apply(be, g, u)?;
+                        gate[t * ff..(t + 1) * ff].copy_from_slice(g);
+                    }
+                }
+            }
+            be.mul_mat(&layer.down, gate, n, proj)?;
+            residual(be, x, proj, xn, layer.post_ffn_norm.as_deref(), r)?;
+        }
+        let n_out = ub.outputs.len();
+        if n_out == 0 {
+            return Ok(());
+        }
+        let last = &mut s.last[..n_out * d];
+        for (dst, &i) in last.chunks_exact_mut(d).zip(ub.outputs) {
+            be.rms_norm(&x[i * d..(i + 1) * d], &self.output_norm, r.rms_eps, dst)?;
+        }
+        if ub.hidden {
+            out.extend_from_slice(last);
+            return Ok(());
+        }
+        let start = out.len();
+        out.resize(start + n_out * sh.n_vocab, 0.0);
+        let logits = &mut out[start..];
+        let output = self.output.as_ref().unwrap_or(&self.token_embd);
+        be.mul_mat(output, last, n_out, logits)?;
+        if let Some(c) = r.logit_divisor {
+            be.scale(logits, 1.0 / c)?;
+        }
+        if let Some(c) = r.logit_softcap {
+            be.scale(logits, 1.0 / c)?;
+            be.tanh(logits)?;
+            be.scale(logits, c)?;
+        }
+        Ok(())
+    }
+
+    fn shift_keys(
+        &self,
+        be: &mut dyn Backend,
+        layer: usize,
+        row: &mut [f32],
+        delta: i32,
+    ) -> Result<()> {
+        let spec = &self
+            .layers
+            .get(layer)
+            .ok_or_else(|| Error::InvalidArgument(format!("no layer {layer} to shift")))?
+            .spec;
+        match &spec.rope {
+            Some(rope) => be.rope(rope, row, &[delta]),
+            // Keys that were never rotated do not move.
+            None => Ok(()),
+        }
+    }
+
+    fn check_context(&self, n_ctx: usize) -> Result<()> {
+        match self.recipe.max_ctx {
+            Some(max) if n_ctx > max => Err(Error::InvalidArgument(format!(
+                "a context of {n_ctx} positions needs this {} model's long RoPE factors, which lamina does not apply yet: use at most {max}",
+                self.name
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn hyperparameters(&self) -> Vec<(&'static str, String)> {
+        let (sh, r) = (&self.shape, &self.recipe);
+        let mut h = vec![
+            ("layers", sh.n_layer.to_string()),
+            ("embedding", sh.n_embd.to_string()),
+            (
+                "attention",
+                format!(
+                    "{} heads, {} KV heads of {}",
+                    sh.n_head, sh.n_head_kv, sh.head_dim
+                ),
+            ),
+            ("feed-forward", format!("{} ({:?})", sh.n_ff, r.activation)),
+            ("vocabulary", sh.n_vocab.to_string()),
+            ("trained context", sh.n_ctx_train.to_string()),
+            ("rms epsilon", r.rms_eps.to_string()),
+            (
+                "output",
+                if self.output.is_some() {
+                    "own matrix"
+                } else {
+                    "tied to the token embedding"
+                }
+                .into(),
+            ),
+        ];
+        // The distinct per-layer settings, with the layers that use each.
+        let mut kinds: Vec<(&LayerSpec, Vec<usize>)> = Vec::new();
+        for (i, l) in self.layers.iter().enumerate() {
+            match kinds.iter_mut().find(|(s, _)| **s == l.spec) {
+                Some((_, ls)) => ls.push(i),
+                None => kinds.push((&l.spec, vec![i])),
+            }
+        }
+        for (spec, layers) in kinds {
+            let rope = match &spec.rope {
+                Some(r) => format!(
+                    "rope {:?} over {} dims, base {}, scale {}{}",
+                    r.kind,
+                    r.dim,
+                    r.base,
+                    r.freq_scale,
+                    if r.freq_factors.is_some() {
+                        ", rope_freqs factors"
+                    } else {
+                        ""
+                    }
+                ),
+                None => "no rope".into(),
+            };
+            let window = spec
+                .window
+                .map_or("full attention".into(), |w| format!("sliding window {w}"));
+            let which = if layers.len() == self.layers.len() {
+                "all layers".to_string()
+            } else {
+                format!("layers {layers:?}")
+            };
+            h.push(("layer kind", format!("{rope}; {window}: {which}")));
+        }
+        let scales = [
+            ("embedding scale", r.embd_scale),
+            ("query scale", r.q_scale),
+            ("residual scale", r.residual_scale),
+            ("logit divisor", r.logit_divisor),
+            ("logit soft-cap", r.logit_softcap),
+        ];
+        h.extend(
+            scales
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v.to_string()))),
+        );
+        if r.q_scale.is_none() {
+            h.push(("score scale", r.kq_scale.to_string()));
+        }
+        h
+    }
+
+    fn repacked_matrices(&self) -> usize {
+        self.layers
+            .iter()
+            .flat_map(|l| l.matrices())
+            .chain(self.output.as_ref())
+            .filter(|m| m.is_repacked())
+            .count()
+    }
+}
+
+/// `x += block`, the block's output first post-normed (into `tmp`) and
+/// scaled where the recipe says.
+fn residual(
+    be: &mut dyn Backend,
+    x: &mut [f32],
+    block: &mut [f32],
+    tmp: &mut [f32],
+    post_norm: Option<&[f32]>,
+    r: &Recipe,
+) -> Result<()> {
+    let out: &mut [f32] = match post_norm {
+        Some(w) => {
+            be.rms_norm(block, w, r.rms_eps, tmp)?;
+            tmp
+        }
+        None => block,
+    };
+    if let Some(c) = r.residual_scale {
+        be.scale(out, c)?;
+    }
+    be.add(x, out)
+}
