@@ -100,7 +100,7 @@ fn golden_has_every_template_file() {
         .collect();
     rendered.sort();
     assert_eq!(files, rendered, "run scripts/render-chat-golden.py");
-    assert_eq!(files.len(), 12);
+    assert_eq!(files.len(), 15);
 }
 
 /// (a) Every model template parses and renders every conversation through
@@ -134,7 +134,7 @@ fn model_templates_render_like_jinja2() {
             }
         }
     }
-    assert_eq!(compared, 36);
+    assert_eq!(compared, 45);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 

@@ -64,6 +64,11 @@ TOKENS = {
     "microsoft-Phi-3.5-mini-instruct": ("<s>", "<|endoftext|>"),
     "mistralai-Mistral-Nemo-Instruct-2407": ("<s>", "</s>"),
     "openai-gpt-oss-120b": ("<|startoftext|>", "<|return|>"),
+    # The templates of the 2026 reference's vocab suites (their
+    # tokenizer.chat_template), with those files' BOS and EOS texts.
+    "ggml-vocab-command-r": ("<BOS_TOKEN>", "<|END_OF_TURN_TOKEN|>"),
+    "ggml-vocab-gemma-4": ("<bos>", "<eos>"),
+    "ggml-vocab-qwen35": ("<|endoftext|>", "<|endoftext|>"),
 }
 
 
