@@ -73,7 +73,7 @@ fn exact_product(variant: CpuVariant, dtype: DType) -> bool {
         // Float dots accumulate in vector lanes on every SIMD variant.
         DType::F16 | DType::F32 => variant == CpuVariant::Scalar,
         // The k-quant kernels share the scalar combination code.
-        DType::Q4_K | DType::Q5_K | DType::Q6_K => true,
+        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => true,
         // Legacy types: only AVX2 accumulates blocks in float lanes.
         _ => variant != CpuVariant::Avx2,
     }
@@ -106,12 +106,12 @@ fn products_through_the_backend_match_the_scalar_backend() {
     // 20 rows: two whole 8-row groups and a tail; 256 columns for the k-quants.
     let (rows, cols) = (20, 256);
     let reference = scalar();
-    // Every type the device says it multiplies (ten today).
+    // Every type the device says it multiplies (twelve today).
     let types: Vec<DType> = DType::ALL
         .into_iter()
         .filter(|&t| reference.supports_op(Op::MulMat(t)))
         .collect();
-    assert_eq!(types.len(), 10, "{types:?}");
+    assert_eq!(types.len(), 12, "{types:?}");
     let mut rng = Rng::new(11);
     for (t, &dtype) in types.iter().enumerate() {
         let file = weight_file(dtype, rows, cols, 100 + t as u64);
@@ -144,20 +144,20 @@ fn products_through_the_backend_match_the_scalar_backend() {
 
 #[test]
 fn unsupported_product_types_are_refused_when_bound() {
-    let file = weight_file(DType::Q2_K, 4, 256, 7);
+    let file = weight_file(DType::Q8_K, 4, 256, 7);
     for (_, device) in devices() {
         let info = file.tensor("w").unwrap();
         let start = (file.data_offset() + info.offset) as usize;
         let src = WeightSource {
             name: "w",
-            dtype: DType::Q2_K,
+            dtype: DType::Q8_K,
             rows: 4,
             cols: 256,
             file: &file,
             range: start..start + info.n_bytes as usize,
         };
         let e = device.bind_matrix(src.clone()).err().unwrap();
-        assert!(e.to_string().contains("'w' is Q2_K"), "{e}");
+        assert!(e.to_string().contains("'w' is Q8_K"), "{e}");
         // Rows of it can still be read (an embedding table).
         let table = device.bind_table(src).unwrap();
         let mut be = device.create_backend(1).unwrap();

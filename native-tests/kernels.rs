@@ -163,6 +163,38 @@ fn q8_k(x: &[f32]) -> Vec<BlockQ8K> {
     quantized(x, lamina::tensor::quants::q8_k::quantize)
 }
 
+/// Byte `i` of a block built from values: bits of the values, so every
+/// pattern of quants, scales and high bits occurs across blocks.
+fn value_byte(c: &[f32], i: usize) -> u8 {
+    let v = c[i % c.len()].to_bits();
+    (v ^ (v >> 9) ^ (v >> 17) ^ (i as u32).wrapping_mul(0x9E37)) as u8
+}
+
+/// Q2_K blocks (lamina has no quantizer for it): random quants, scales and
+/// mins, positive d and dmin.
+fn q2_k_blocks(x: &[f32]) -> Vec<BlockQ2K> {
+    x.chunks_exact(QK_K)
+        .map(|c| BlockQ2K {
+            scales: std::array::from_fn(|i| value_byte(c, i)),
+            qs: std::array::from_fn(|i| value_byte(c, 16 + i)),
+            d: half::f16::from_f32(0.001 + c[0].abs() * 0.01),
+            dmin: half::f16::from_f32(0.001 + c[1].abs() * 0.01),
+        })
+        .collect()
+}
+
+/// Q3_K blocks, random as `q2_k_blocks`.
+fn q3_k_blocks(x: &[f32]) -> Vec<BlockQ3K> {
+    x.chunks_exact(QK_K)
+        .map(|c| BlockQ3K {
+            hmask: std::array::from_fn(|i| value_byte(c, i)),
+            qs: std::array::from_fn(|i| value_byte(c, 32 + i)),
+            scales: std::array::from_fn(|i| value_byte(c, 96 + i)),
+            d: half::f16::from_f32(0.001 + c[0].abs() * 0.01),
+        })
+        .collect()
+}
+
 /// Σ over blocks of |d_x·d_y| times the largest possible integer sum: a bound on
 /// the magnitude of the terms being added.
 fn block_magnitude<X, Y>(
@@ -368,6 +400,35 @@ fn vec_dot_k_quants() {
                         * 256.0
                         * 127.0
                 })
+                .sum()
+        },
+    );
+    check_vec_dot(
+        "q2_K·q8_K",
+        |k| k.vec_dot_q2_k_q8_k,
+        q2_k_blocks,
+        q8_k,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| {
+                    (a.d.to_f32().abs() * 15.0 * 3.0 + a.dmin.to_f32().abs() * 15.0)
+                        * b.d.abs()
+                        * 256.0
+                        * 127.0
+                })
+                .sum()
+        },
+    );
+    check_vec_dot(
+        "q3_K·q8_K",
+        |k| k.vec_dot_q3_k_q8_k,
+        q3_k_blocks,
+        q8_k,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| a.d.to_f32().abs() * 32.0 * 4.0 * b.d.abs() * 256.0 * 127.0)
                 .sum()
         },
     );
@@ -588,6 +649,31 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
             )
         },
     ];
+    let mut cases = cases;
+    for (name, a, ty) in [
+        (
+            "q2_K",
+            blocks_as_bytes(&q2_k_blocks(&x)).to_vec(),
+            DType::Q2_K,
+        ),
+        (
+            "q3_K",
+            blocks_as_bytes(&q3_k_blocks(&x)).to_vec(),
+            DType::Q3_K,
+        ),
+    ] {
+        let b = q8_k(&y);
+        let got = if ty == DType::Q2_K {
+            (s.vec_dot_q2_k_q8_k)(&q2_k_blocks(&x), &b)
+        } else {
+            (s.vec_dot_q3_k_q8_k)(&q3_k_blocks(&x), &b)
+        };
+        cases.push((
+            name,
+            got,
+            reference(ty, &a, DType::Q8_K, blocks_as_bytes(&b)),
+        ));
+    }
     for (name, got, (want, mag)) in cases {
         let tol = mag * 1e-5 + 1e-12;
         assert!(

@@ -36,6 +36,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
+        vec_dot_q2_k_q8_k,
+        vec_dot_q3_k_q8_k,
         gemv_q4_0_x8i8,
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         scores_f16,
@@ -414,6 +416,18 @@ fn gemm_q4_0_x8i8(
         i += take;
     }
 }
+fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
+    unsafe { q2_k_impl(x, y) }
+}
+fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
+    unsafe { q3_k_impl(x, y) }
+}
 fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);
     // SAFETY: only reachable through the table built after detecting avx2,
@@ -427,6 +441,18 @@ fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     unsafe { q6_k_impl(x, y) }
 }
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_impl(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    kquant_dot::q2_k::<Avx2Dots>(x, y)
+}
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_impl(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    kquant_dot::q3_k::<Avx2Dots>(x, y)
+}
 /// # Safety
 /// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -523,15 +549,50 @@ impl IntDots for Avx2Dots {
         let av = _mm256_loadu_si256(a.as_ptr().cast());
         let prod = madd_u8_i8(q, av);
         let sums = madd_u8_i8(_mm256_set1_epi8(32), av);
-        let d = _mm256_sub_epi32(prod, sums);
-        let low = _mm256_castsi256_si128(d);
-        let high = _mm256_extracti128_si256(d, 1);
-        let h128 = |s: __m128i| {
-            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01)))
-        };
-        (h128(low), h128(high))
+        sum_halves(_mm256_sub_epi32(prod, sums))
     }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
+        // Shifting 16-bit lanes: bits from the next byte land above the two
+        // kept (shift <= 6).
+        let v = _mm256_srl_epi16(
+            _mm256_loadu_si256(q.as_ptr().cast()),
+            _mm_cvtsi32_si128(shift as i32),
+        );
+        let v = _mm256_and_si256(v, _mm256_set1_epi8(3));
+        sum_halves(madd_u8_i8(v, _mm256_loadu_si256(a.as_ptr().cast())))
+    }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
+        let v = _mm256_srl_epi16(
+            _mm256_loadu_si256(h.as_ptr().cast()),
+            _mm_cvtsi32_si128(bit as i32),
+        );
+        let v = _mm256_and_si256(v, _mm256_set1_epi8(1));
+        sum_halves(madd_u8_i8(v, _mm256_loadu_si256(a.as_ptr().cast())))
+    }
+}
+
+/// The sums of the low four and the high four i32 lanes (the two 16-value
+/// halves of a 32-value dot).
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn sum_halves(d: __m256i) -> (i32, i32) {
+    let h128 = |s: __m128i| {
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0b01)))
+    };
+    (
+        h128(_mm256_castsi256_si128(d)),
+        h128(_mm256_extracti128_si256(d, 1)),
+    )
 }
 
 /// One f16 to f32 with F16C (exact), without `half`'s run-time dispatch.

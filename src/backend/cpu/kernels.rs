@@ -56,6 +56,8 @@ pub struct Kernels {
     pub vec_dot_q4_k_q8_k: VecDotFn<BlockQ4K, BlockQ8K>,
     pub vec_dot_q5_k_q8_k: VecDotFn<BlockQ5K, BlockQ8K>,
     pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
+    pub vec_dot_q2_k_q8_k: VecDotFn<BlockQ2K, BlockQ8K>,
+    pub vec_dot_q3_k_q8_k: VecDotFn<BlockQ3K, BlockQ8K>,
     pub vec_dot_f16: VecDotFn<f16, f16>,
     pub vec_dot_f32: VecDotFn<f32, f32>,
     /// f16 matrix products in 4x2 tiles where a variant has them (each weight
@@ -104,6 +106,8 @@ impl Kernels {
             vec_dot_q4_k_q8_k: scalar::vec_dot_q4_k_q8_k,
             vec_dot_q5_k_q8_k: scalar::vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
+            vec_dot_q2_k_q8_k: scalar::vec_dot_q2_k_q8_k,
+            vec_dot_q3_k_q8_k: scalar::vec_dot_q3_k_q8_k,
             vec_dot_f16: scalar::vec_dot_f16,
             vec_dot_f32: scalar::vec_dot_f32,
             tile_f16: None,

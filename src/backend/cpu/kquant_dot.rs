@@ -1,10 +1,11 @@
-//! The k-quant dot products (Q4_K, Q5_K, Q6_K with Q8_K), written once over a
+//! The k-quant dot products (Q2_K to Q6_K with Q8_K), written once over a
 //! small set of exact integer primitives (`IntDots`) that each instruction set
 //! implements. Integer results are exact and the float combination is this
 //! one code, so every variant's k-quant kernels equal the scalar ones bit for
 //! bit.
 
 use crate::tensor::blocks::*;
+use crate::tensor::quants::q3_k::q3_k_scales;
 use crate::tensor::quants::scale_min_k4;
 
 /// Exact integer dot products over 32 values, per instruction set.
@@ -26,6 +27,10 @@ pub(crate) trait IntDots {
         shift: u32,
         a: &[i8; 32],
     ) -> (i32, i32);
+    /// Σ ((q[l] >> shift) & 3)·a[l] (2-bit values), over l < 16 and l >= 16.
+    unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32);
+    /// Σ a[l] where bit `bit` of h[l] is set, over l < 16 and l >= 16.
+    unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32);
 }
 
 #[inline(always)]
@@ -119,6 +124,63 @@ pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     sum
 }
 
+/// Q2_K · Q8_K: 2-bit values with a 4-bit scale and a 4-bit min per 16;
+/// the mins meet the activations through Q8_K's 16-value sums.
+///
+/// # Safety
+/// As `q4_k`.
+#[inline(always)]
+pub(crate) unsafe fn q2_k<D: IntDots>(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let mins: i32 = (0..16)
+            .map(|j| (x.scales[j] >> 4) as i32 * y.bsums[j] as i32)
+            .sum();
+        let mut dot = 0i32;
+        for half in 0..2 {
+            let q = arr32(&x.qs[32 * half..]);
+            for k in 0..4 {
+                let (s0, s1) = D::crumb_dots(q, 2 * k as u32, arr32(&y.qs[128 * half + 32 * k..]));
+                let sc = &x.scales[8 * half + 2 * k..];
+                dot += (sc[0] & 0xF) as i32 * s0 + (sc[1] & 0xF) as i32 * s1;
+            }
+        }
+        // ggml's combination: d·Σ - dmin·Σmins, both scaled by Q8_K's d.
+        sum += y.d * x.d.to_f32() * dot as f32 - y.d * x.dmin.to_f32() * mins as f32;
+    }
+    sum
+}
+
+/// Q3_K · Q8_K: 2 low bits per value and a high bit in `hmask` (clear: the
+/// value is 4 less), signed 6-bit scales per 16. Σ q·a = Σ low·a − 4·(Σ a −
+/// Σ a where the bit is set), with Σ a from Q8_K's 16-value sums.
+///
+/// # Safety
+/// As `q4_k`.
+#[inline(always)]
+pub(crate) unsafe fn q3_k<D: IntDots>(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    let mut sum = 0.0f32;
+    for (x, y) in x.iter().zip(y) {
+        let scales = q3_k_scales(&x.scales);
+        let mut dot = 0i32;
+        for half in 0..2 {
+            let q = arr32(&x.qs[32 * half..]);
+            for k in 0..4 {
+                // The j-th run of 32 values: bit j of hmask, scales 2j, 2j+1.
+                let j = 4 * half + k;
+                let a = arr32(&y.qs[32 * j..]);
+                let (c0, c1) = D::crumb_dots(q, 2 * k as u32, a);
+                let (m0, m1) = D::masked_sums(&x.hmask, j as u32, a);
+                let s0 = c0 - 4 * (y.bsums[2 * j] as i32 - m0);
+                let s1 = c1 - 4 * (y.bsums[2 * j + 1] as i32 - m1);
+                dot += scales[2 * j] as i32 * s0 + scales[2 * j + 1] as i32 * s1;
+            }
+        }
+        sum += x.d.to_f32() * y.d * dot as f32;
+    }
+    sum
+}
+
 /// The reference primitives, in plain Rust.
 pub(crate) struct ScalarDots;
 
@@ -157,5 +219,15 @@ impl IntDots for ScalarDots {
         let s0 = (0..16).map(|l| q(l) * a[l] as i32).sum();
         let s1 = (16..32).map(|l| q(l) * a[l] as i32).sum();
         (s0, s1)
+    }
+
+    unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
+        let v = |l: usize| ((q[l] >> shift) & 3) as i32 * a[l] as i32;
+        ((0..16).map(v).sum(), (16..32).map(v).sum())
+    }
+
+    unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
+        let v = |l: usize| ((h[l] >> bit) & 1) as i32 * a[l] as i32;
+        ((0..16).map(v).sum(), (16..32).map(v).sum())
     }
 }

@@ -34,6 +34,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_k_q8_k,
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
+        vec_dot_q2_k_q8_k,
+        vec_dot_q3_k_q8_k,
         scores_f16,
         wsum_f16,
         axpy_f32,
@@ -281,6 +283,18 @@ fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     // SAFETY: NeonDots uses NEON only (always present); its arguments are
     // typed arrays; lengths checked above.
     unsafe { kquant_dot::q6_k::<NeonDots>(x, y) }
+}
+fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
+    unsafe { kquant_dot::q2_k::<NeonDots>(x, y) }
+}
+fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
+    unsafe { kquant_dot::q3_k::<NeonDots>(x, y) }
 }
 fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     super::repack::check_gemv(group, x, out, 4);
@@ -1083,6 +1097,28 @@ impl IntDots for NeonDots {
                 vdupq_n_s8(32),
             );
             vaddvq_s32(dot16(q, vld1q_s8(a.as_ptr().add(off))))
+        };
+        (half(0), half(16))
+    }
+
+    #[inline(always)]
+    unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
+        let half = |off: usize| {
+            let v = vandq_u8(
+                vshlq_u8(vld1q_u8(q.as_ptr().add(off)), vdupq_n_s8(-(shift as i8))),
+                vdupq_n_u8(3),
+            );
+            vaddvq_s32(dot16(vreinterpretq_s8_u8(v), vld1q_s8(a.as_ptr().add(off))))
+        };
+        (half(0), half(16))
+    }
+
+    #[inline(always)]
+    unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
+        let half = |off: usize| {
+            let set = vtstq_u8(vld1q_u8(h.as_ptr().add(off)), vdupq_n_u8(1 << bit));
+            let s = vandq_s8(vld1q_s8(a.as_ptr().add(off)), vreinterpretq_s8_u8(set));
+            vaddlvq_s8(s) as i32
         };
         (half(0), half(16))
     }

@@ -120,9 +120,18 @@ impl CpuProduct for BlockQ6K {
     }
 }
 
-// Read (dequantized for get_rows) but not multiplied: Q2_K and Q3_K have no
-// dot kernels yet; Q8_1 and Q8_K are activation types.
-impl CpuProduct for BlockQ2K {}
-impl CpuProduct for BlockQ3K {}
+impl CpuProduct for BlockQ2K {
+    fn dots(k: &Kernels) -> Option<Dots<Self>> {
+        Dots::one(k.vec_dot_q2_k_q8_k)
+    }
+}
+
+impl CpuProduct for BlockQ3K {
+    fn dots(k: &Kernels) -> Option<Dots<Self>> {
+        Dots::one(k.vec_dot_q3_k_q8_k)
+    }
+}
+
+// Activation types, never weights here.
 impl CpuProduct for BlockQ8_1 {}
 impl CpuProduct for BlockQ8K {}

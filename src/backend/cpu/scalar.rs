@@ -279,6 +279,20 @@ pub fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     unsafe { kquant_dot::q5_k::<ScalarDots>(x, y) }
 }
 
+pub fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above.
+    unsafe { kquant_dot::q2_k::<ScalarDots>(x, y) }
+}
+
+pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above.
+    unsafe { kquant_dot::q3_k::<ScalarDots>(x, y) }
+}
+
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     check_dot(x, y);
     // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths

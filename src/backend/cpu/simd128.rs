@@ -38,6 +38,8 @@ mod imp {
             vec_dot_q4_k_q8_k,
             vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k,
+            vec_dot_q2_k_q8_k,
+            vec_dot_q3_k_q8_k,
             gemv_q4_0_x4i4,
             scores_f16,
             silu_mul,
@@ -442,6 +444,18 @@ mod imp {
         // requirement); its arguments are typed arrays; lengths checked above.
         unsafe { kquant_dot::q6_k::<Simd128Dots>(x, y) }
     }
+    fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
+        unsafe { kquant_dot::q2_k::<Simd128Dots>(x, y) }
+    }
+    fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
+        unsafe { kquant_dot::q3_k::<Simd128Dots>(x, y) }
+    }
 
     /// Exact integer primitives for the k-quant kernels.
     struct Simd128Dots;
@@ -495,6 +509,27 @@ mod imp {
                 let hb = v128_and(u8x16_shr(load16(&qh[off..]), shift), u8x16_splat(3));
                 let q = i8x16_sub(v128_or(nib, i8x16_shl(hb, 4)), i8x16_splat(32));
                 hsum_i32(dot16(q, load16(&a[off..])))
+            };
+            (half(0), half(16))
+        }
+
+        #[inline(always)]
+        unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
+            let half = |off: usize| {
+                let v = v128_and(u8x16_shr(load16(&q[off..]), shift), u8x16_splat(3));
+                hsum_i32(dot16(v, load16(&a[off..])))
+            };
+            (half(0), half(16))
+        }
+
+        #[inline(always)]
+        unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
+            let half = |off: usize| {
+                let set = i8x16_ne(
+                    v128_and(load16(&h[off..]), u8x16_splat(1 << bit)),
+                    u8x16_splat(0),
+                );
+                hsum_i32(dot16(v128_and(load16(&a[off..]), set), i8x16_splat(1)))
             };
             (half(0), half(16))
         }
