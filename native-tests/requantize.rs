@@ -102,9 +102,77 @@ fn output_rule_and_fallbacks() {
         assert_eq!(t.to.name(), want, "{}", t.name);
     }
     assert_eq!(p.iter().filter(|p| p.to.name() == "Q6_K").count(), 30);
-    let e = Target::from_name("Q4_K_M").unwrap_err();
+    let e = Target::from_name("Q3_K_M").unwrap_err();
     assert!(
-        e.to_string().contains("unknown quantization type 'Q4_K_M'"),
+        e.to_string().contains("unknown quantization type 'Q3_K_M'"),
         "{e}"
     );
+}
+
+/// The whole-file sha256 of the 2026 reference's llama-quantize output
+/// (native-tests/golden/families/quantize.txt, from
+/// scripts/reference/make-goldens.sh).
+fn reference_sha(source: &str, target: &str) -> String {
+    let text = String::from_utf8(read_file(&golden_path("families/quantize.txt"))).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(' ').collect::<Vec<_>>())
+        .find(|f| f[0] == source && f[1] == target)
+        .map(|f| f[2].to_string())
+        .unwrap_or_else(|| panic!("no reference for {source} {target}"))
+}
+
+fn check_mixture(model: &str, source: &str, target: &str) {
+    let file = GgufFile::from_bytes(read_file(&model_path(model))).unwrap();
+    let workers = lamina::parallel::Workers::new(2).unwrap();
+    let bytes = lamina::requantize::requantize_with(
+        &file,
+        Target::from_name(target).unwrap(),
+        &workers,
+        |_, _| {},
+    )
+    .unwrap()
+    .to_bytes();
+    assert_eq!(
+        sha256_hex(&bytes),
+        reference_sha(source, target),
+        "{model} to {target}"
+    );
+}
+
+/// The k-quant mixtures (per-tensor types by role and layer) give the
+/// reference's files byte for byte: SmolLM2, whose 576-wide rows take the
+/// fallbacks. Natively all four, elsewhere Q4_K_M.
+#[test]
+fn k_quant_mixtures_like_llama_quantize() {
+    let targets: &[&str] = if cfg!(target_arch = "x86_64") {
+        &["Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M"]
+    } else {
+        &["Q4_K_M"]
+    };
+    for t in targets {
+        check_mixture("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2-q4_1", t);
+    }
+    // The rules: Q4_K_M gives attention V and feed-forward down of the
+    // "more bits" layers Q6_K (ffn_down is 1536 wide: whole blocks).
+    let file =
+        GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap();
+    let p = plan(&file, Target::from_name("Q4_K_M").unwrap()).unwrap();
+    let down: Vec<&str> = (0..30)
+        .map(|i| {
+            let name = format!("blk.{i}.ffn_down.weight");
+            p.iter().find(|t| t.name == name).unwrap().to.name()
+        })
+        .collect();
+    assert_eq!(&down[..6], ["Q6_K", "Q6_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K"]);
+}
+
+/// Gemma 3 270M: Q4_K_M requantized is the file itself, Q5_K_M the
+/// reference's. Natively (a 250 MB model).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn gemma3_mixtures_like_llama_quantize() {
+    for t in ["Q4_K_M", "Q5_K_M"] {
+        check_mixture("gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4_k_m", t);
+    }
 }

@@ -24,6 +24,24 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 LAMINA_SYNTH_DIR="$tmp" cargo test --release --test families write_synth_models -- --ignored --nocapture >&2
 
+# llama-quantize's k-quant mixtures, whole-file sha256 of its outputs.
+quantize_golden() { # source name targets...
+  local src=$1 name=$2; shift 2
+  for t in "$@"; do
+    "$build/bin/llama-quantize" --allow-requantize "$src" "$tmp/q.gguf" "$t" 2 > "$tmp/q.log" 2>&1 \
+      || { cat "$tmp/q.log" >&2; exit 1; }
+    printf '%s %s %s\n' "$name" "$t" "$(sha256sum < "$tmp/q.gguf" | cut -d' ' -f1)"
+  done
+}
+{
+  echo "# source target sha256: llama-quantize --allow-requantize SOURCE OUT TARGET 2 (the reference, scripts/reference/build.sh)"
+  quantize_golden models/SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_1 Q4_K_S Q4_K_M Q5_K_S Q5_K_M
+  if [ -n "${1:-}" ]; then
+    quantize_golden "$1" gemma3-270m-q4_k_m Q4_K_M Q5_K_M
+  fi
+} > "$out/quantize.txt"
+echo "goldens: quantize" >&2
+
 prompt='The quick brown fox jumps over the lazy dog, then counts: 1, 2, 3, 42. Sliding windows!'
 run() { # name model prompt
   printf '%s' "$3" > "$tmp/$1.txt"

@@ -3,7 +3,11 @@
 //! tensors), the same output-tensor rule and fallbacks, the same tensor order
 //! and metadata, so that the result is the file llama.cpp would write.
 
+mod mix;
+
 use std::cmp::Ordering;
+
+use mix::{Category, Counters, Mix, ModelFacts};
 
 use crate::error::{Error, Result};
 use crate::gguf::{GgufFile, GgufWriter, TensorInfo, Value};
@@ -17,55 +21,91 @@ pub struct Target {
     pub file_type: u32,
     /// The type most weights get.
     pub default: DType,
+    /// A k-quant mixture's per-tensor rules (Q4_K_M, ...), or none: every
+    /// weight gets `default` (the output aside).
+    pub mix: Option<Mix>,
 }
 
-/// The targets lamina writes: plain and legacy types, and Q6_K. (The k-quant
-/// mixes such as Q4_K_M, which vary the type by layer, are not offered.)
+/// The targets lamina writes: plain and legacy types, Q6_K, and the k-quant
+/// mixtures whose types lamina can quantize to (Q4_K_S/M, Q5_K_S/M).
 pub const TARGETS: &[Target] = &[
     Target {
         name: "F32",
         file_type: 0,
         default: DType::F32,
+        mix: None,
     },
     Target {
         name: "F16",
         file_type: 1,
         default: DType::F16,
+        mix: None,
     },
     Target {
         name: "BF16",
         file_type: 32,
         default: DType::BF16,
+        mix: None,
     },
     Target {
         name: "Q4_0",
         file_type: 2,
         default: DType::Q4_0,
+        mix: None,
     },
     Target {
         name: "Q4_1",
         file_type: 3,
         default: DType::Q4_1,
+        mix: None,
     },
     Target {
         name: "Q5_0",
         file_type: 8,
         default: DType::Q5_0,
+        mix: None,
     },
     Target {
         name: "Q5_1",
         file_type: 9,
         default: DType::Q5_1,
+        mix: None,
     },
     Target {
         name: "Q8_0",
         file_type: 7,
         default: DType::Q8_0,
+        mix: None,
     },
     Target {
         name: "Q6_K",
         file_type: 18,
         default: DType::Q6_K,
+        mix: None,
+    },
+    Target {
+        name: "Q4_K_S",
+        file_type: 14,
+        default: DType::Q4_K,
+        mix: Some(Mix::Q4KS),
+    },
+    Target {
+        name: "Q4_K_M",
+        file_type: 15,
+        default: DType::Q4_K,
+        mix: Some(Mix::Q4KM),
+    },
+    Target {
+        name: "Q5_K_S",
+        file_type: 16,
+        default: DType::Q5_K,
+        mix: Some(Mix::Q5KS),
+    },
+    Target {
+        name: "Q5_K_M",
+        file_type: 17,
+        default: DType::Q5_K,
+        mix: Some(Mix::Q5KM),
     },
 ];
 
@@ -121,13 +161,20 @@ fn is_quantizable(t: &TensorInfo) -> bool {
 
 /// llama.cpp's choice for one weight: the output tensor (or the token embedding
 /// standing in for it) gets Q6_K unless its rows are not whole blocks of the
-/// target (then Q8_0), and a type whose blocks do not divide the rows falls
-/// back to a close type that does.
-fn choose_type(target: Target, t: &TensorInfo, is_output: bool) -> Result<DType> {
+/// target (then Q8_0); a mixture's rules pick the others' types; and a type
+/// whose blocks do not divide the rows falls back to a close type that does
+/// (F16 when none does).
+fn choose_type(
+    target: Target,
+    t: &TensorInfo,
+    is_output: bool,
+    facts: &ModelFacts,
+    counters: &mut Counters,
+) -> DType {
     let row = t.shape.first().copied().unwrap_or(1);
     let mut ty = target.default;
     if !ty.is_quantized() {
-        return Ok(ty);
+        return ty;
     }
     if is_output {
         if row % ty.block_size() as u64 != 0 {
@@ -135,25 +182,38 @@ fn choose_type(target: Target, t: &TensorInfo, is_output: bool) -> Result<DType>
         } else if ty != DType::Q8_0 {
             ty = DType::Q6_K;
         }
+    } else if let Some(mix) = target.mix {
+        ty = mix::mix_type(mix, ty, Category::of(&t.name), facts, counters);
     }
     if row % ty.block_size() as u64 != 0 {
         ty = match ty {
+            DType::Q2_K | DType::Q3_K => DType::Q4_0,
             DType::Q4_K => DType::Q5_0,
             DType::Q5_K => DType::Q5_1,
             DType::Q6_K => DType::Q8_0,
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "tensor '{}' has rows of {row}, not a multiple of {ty}'s block of {}",
-                    t.name,
-                    ty.block_size()
-                )))
-            }
+            // A 32-block type has nothing smaller to fall back to.
+            other => other,
         };
         if row % ty.block_size() as u64 != 0 {
             ty = DType::F16;
         }
     }
-    Ok(ty)
+    ty
+}
+
+/// The model facts the mixtures' rules read, from `{arch}.*` keys.
+fn model_facts(file: &GgufFile) -> ModelFacts {
+    let md = file.metadata();
+    let arch = md.get_str("general.architecture").unwrap_or("");
+    let u = |k: &str| md.get_u32(&format!("{arch}.{k}")).ok().map(|v| v as usize);
+    let n_layer = u("block_count").unwrap_or(0);
+    let n_head = u("attention.head_count").unwrap_or(1);
+    let n_head_kv = u("attention.head_count_kv").unwrap_or(n_head).max(1);
+    ModelFacts {
+        n_layer,
+        n_gqa: n_head / n_head_kv,
+        is_70b: matches!(arch, "llama" | "qwen2") && n_layer == 80,
+    }
 }
 
 /// The layer of a `blk.N.` tensor, or -1.
@@ -174,13 +234,28 @@ pub fn plan(file: &GgufFile, target: Target) -> Result<Vec<TensorPlan>> {
     let has_output = file.tensor("output.weight").is_some();
     let mut tensors: Vec<&TensorInfo> = file.tensors().iter().collect();
     tensors.sort_by(|a, b| llama_order(&a.name, &b.name));
+    let facts = model_facts(file);
+    let mut counters = Counters {
+        n_attn_v: tensors
+            .iter()
+            .filter(|t| Category::of(&t.name) == Category::AttnV)
+            .count(),
+        ..Counters::default()
+    };
     tensors
         .into_iter()
         .map(|t| {
             let to = if is_quantizable(t) {
                 let is_output =
                     t.name == "output.weight" || (!has_output && t.name == "token_embd.weight");
-                choose_type(target, t, is_output)?.ggml_type()
+                let ty = choose_type(target, t, is_output, &facts, &mut counters);
+                if !convert::can_quantize(ty) {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} would make tensor '{}' {ty}, which lamina cannot quantize to yet",
+                        target.name, t.name
+                    )));
+                }
+                ty.ggml_type()
             } else {
                 t.ggml_type
             };
