@@ -156,7 +156,7 @@ fn conversions_check_lengths() {
     assert!(convert::dequantize(DType::Q4_0, &[0u8; 17], &mut out).is_err());
     assert!(convert::dequantize(DType::Q4_0, &[0u8; 18], &mut out[..31]).is_err());
     assert!(convert::from_f32(DType::Q4_K, &[0.0; 255]).is_err());
-    assert!(convert::from_f32(DType::Q3_K, &[0.0; 256]).is_err());
+    assert!(convert::from_f32(DType::Q3_K, &[0.0; 257]).is_err());
     // A buffer at an odd address works (through an aligned copy).
     let q = convert::from_f32(DType::Q8_K, &ggml_test_values(1, 256)).unwrap();
     let mut shifted = vec![0u8; q.len() + 1];

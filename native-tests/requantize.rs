@@ -102,9 +102,10 @@ fn output_rule_and_fallbacks() {
         assert_eq!(t.to.name(), want, "{}", t.name);
     }
     assert_eq!(p.iter().filter(|p| p.to.name() == "Q6_K").count(), 30);
-    let e = Target::from_name("Q3_K_M").unwrap_err();
+    let e = Target::from_name("IQ2_XXS").unwrap_err();
     assert!(
-        e.to_string().contains("unknown quantization type 'Q3_K_M'"),
+        e.to_string()
+            .contains("unknown quantization type 'IQ2_XXS'"),
         "{e}"
     );
 }
@@ -142,11 +143,13 @@ fn check_mixture(model: &str, source: &str, target: &str) {
 
 /// The k-quant mixtures (per-tensor types by role and layer) give the
 /// reference's files byte for byte: SmolLM2, whose 576-wide rows take the
-/// fallbacks. Natively all four, elsewhere Q4_K_M.
+/// fallbacks. Natively all eight, elsewhere Q4_K_M.
 #[test]
 fn k_quant_mixtures_like_llama_quantize() {
     let targets: &[&str] = if cfg!(target_arch = "x86_64") {
-        &["Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M"]
+        &[
+            "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
+        ]
     } else {
         &["Q4_K_M"]
     };
@@ -167,12 +170,12 @@ fn k_quant_mixtures_like_llama_quantize() {
     assert_eq!(&down[..6], ["Q6_K", "Q6_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K"]);
 }
 
-/// Gemma 3 270M: Q4_K_M requantized is the file itself, Q5_K_M the
-/// reference's. Natively (a 250 MB model).
+/// Gemma 3 270M: Q4_K_M requantized is the file itself; Q2_K, Q3_K_M and
+/// Q5_K_M are the reference's. Natively (a 250 MB model).
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn gemma3_mixtures_like_llama_quantize() {
-    for t in ["Q4_K_M", "Q5_K_M"] {
+    for t in ["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M"] {
         check_mixture("gemma-3-270m-q4_k_m.gguf", "gemma3-270m-q4_k_m", t);
     }
 }

@@ -35,9 +35,10 @@ quantize_golden() { # source name targets...
 }
 {
   echo "# source target sha256: llama-quantize --allow-requantize SOURCE OUT TARGET 2 (the reference, scripts/reference/build.sh)"
-  quantize_golden models/SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_1 Q4_K_S Q4_K_M Q5_K_S Q5_K_M
+  quantize_golden models/SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_1 \
+    Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M
   if [ -n "${1:-}" ]; then
-    quantize_golden "$1" gemma3-270m-q4_k_m Q4_K_M Q5_K_M
+    quantize_golden "$1" gemma3-270m-q4_k_m Q2_K Q3_K_M Q4_K_M Q5_K_M
   fi
 } > "$out/quantize.txt"
 echo "goldens: quantize" >&2

@@ -26,8 +26,8 @@ pub struct Target {
     pub mix: Option<Mix>,
 }
 
-/// The targets lamina writes: plain and legacy types, Q6_K, and the k-quant
-/// mixtures whose types lamina can quantize to (Q4_K_S/M, Q5_K_S/M).
+/// The targets lamina writes: plain and legacy types, Q6_K, and
+/// llama-quantize's k-quant mixtures (Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M).
 pub const TARGETS: &[Target] = &[
     Target {
         name: "F32",
@@ -82,6 +82,30 @@ pub const TARGETS: &[Target] = &[
         file_type: 18,
         default: DType::Q6_K,
         mix: None,
+    },
+    Target {
+        name: "Q2_K",
+        file_type: 10,
+        default: DType::Q2_K,
+        mix: Some(Mix::Q2K),
+    },
+    Target {
+        name: "Q3_K_S",
+        file_type: 11,
+        default: DType::Q3_K,
+        mix: Some(Mix::Q3KS),
+    },
+    Target {
+        name: "Q3_K_M",
+        file_type: 12,
+        default: DType::Q3_K,
+        mix: Some(Mix::Q3KM),
+    },
+    Target {
+        name: "Q3_K_L",
+        file_type: 13,
+        default: DType::Q3_K,
+        mix: Some(Mix::Q3KL),
     },
     Target {
         name: "Q4_K_S",

@@ -57,9 +57,77 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
     scale
 }
 
+/// Symmetric quantization of `x` to `-nmax..nmax-1` (stored with +nmax in
+/// `l`) from the value of largest magnitude, refined (with `do_rmse`) by up
+/// to five passes that move single values while the x²-weighted fit
+/// improves (ggml's `make_q3_quants`). Returns the scale.
+pub(super) fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8], do_rmse: bool) -> f32 {
+    let (mut max, mut amax) = (0.0f32, 0.0f32);
+    for &v in x {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l.fill(0);
+        return 0.0;
+    }
+    let iscale = -(nmax as f32) / max;
+    let clamp = |q: i32| q.clamp(-nmax, nmax - 1);
+    if !do_rmse {
+        for (q, &v) in l.iter_mut().zip(x) {
+            *q = (clamp(nearest_int(iscale * v)) + nmax) as i8;
+        }
+        return 1.0 / iscale;
+    }
+    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    for (q, &v) in l.iter_mut().zip(x) {
+        let li = clamp(nearest_int(iscale * v));
+        *q = li as i8;
+        let w = v * v;
+        sumlx += w * v * li as f32;
+        suml2 += w * li as f32 * li as f32;
+    }
+    for _ in 0..5 {
+        let mut changed = false;
+        for (q, &v) in l.iter_mut().zip(x) {
+            let w = v * v;
+            let cur = *q as f32;
+            let mut slx = sumlx - w * v * cur;
+            if slx > 0.0 {
+                let mut sl2 = suml2 - w * cur * cur;
+                let new_l = clamp(nearest_int(v * sl2 / slx));
+                if new_l != *q as i32 {
+                    slx += w * v * new_l as f32;
+                    sl2 += w * new_l as f32 * new_l as f32;
+                    if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        *q = new_l as i8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for q in l.iter_mut() {
+        *q += nmax as i8;
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
 /// Asymmetric quantization of `x` to `0..=nmax` with a minimum, searching
-/// `nstep + 1` scales for the least weighted squared error. Returns the scale
-/// and the (positive) minimum to subtract.
+/// `nstep + 1` scales for the least weighted error: squared, or absolute
+/// with `use_mad` (Q2_K). Returns the scale and the (positive) minimum to
+/// subtract.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn make_qkx2_quants(
     nmax: i32,
@@ -70,7 +138,9 @@ pub(super) fn make_qkx2_quants(
     rmin: f32,
     rdelta: f32,
     nstep: i32,
+    use_mad: bool,
 ) -> (f32, f32) {
+    let err = |diff: f32| if use_mad { diff.abs() } else { diff * diff };
     let n = x.len();
     let (mut min, mut max) = (x[0], x[0]);
     let mut sum_w = weights[0];
@@ -100,7 +170,7 @@ pub(super) fn make_qkx2_quants(
         let q = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
         l[i] = q as u8;
         let diff = scale * l[i] as f32 + min - x[i];
-        best_mad += weights[i] * (diff * diff);
+        best_mad += weights[i] * err(diff);
     }
     for is in 0..=nstep {
         iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
@@ -125,7 +195,7 @@ pub(super) fn make_qkx2_quants(
             let mut mad = 0.0f32;
             for i in 0..n {
                 let diff = this_scale * laux[i] as f32 + this_min - x[i];
-                mad += weights[i] * (diff * diff);
+                mad += weights[i] * err(diff);
             }
             if mad < best_mad {
                 l[..n].copy_from_slice(&laux[..n]);
@@ -189,6 +259,7 @@ pub(super) fn quantize_k_block(
             rmin,
             0.1,
             nstep,
+            false,
         );
         scales[j] = scale;
         mins[j] = min;
@@ -240,5 +311,16 @@ pub fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
             (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
             (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
         )
+    }
+}
+
+/// 2-bit values (0..=3) packed four to a byte, as Q2_K and Q3_K store them:
+/// in each half of 128 values, byte i holds values i, i+32, i+64 and i+96.
+pub(super) fn pack_2bit(l: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
+    for half in (0..QK_K).step_by(128) {
+        for i in 0..32 {
+            let v = |k: usize| l[half + i + 32 * k] << (2 * k);
+            qs[half / 4 + i] = v(0) | v(1) | v(2) | v(3);
+        }
     }
 }

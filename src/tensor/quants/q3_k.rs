@@ -1,4 +1,4 @@
-//! Q3_K: 3-bit k-quant super-blocks of 256 (read only: no quantizer yet).
+//! Q3_K: 3-bit k-quant super-blocks of 256.
 
 use super::*;
 
@@ -10,7 +10,7 @@ block! {
 impl QuantType for BlockQ3K {
     type Dot = BlockQ8K;
     const DEQUANTIZE: DequantizeFn<Self> = dequantize;
-    const QUANTIZE: Option<QuantizeFn<Self>> = None;
+    const QUANTIZE: Option<QuantizeFn<Self>> = Some(quantize);
 }
 
 /// The sixteen 6-bit signed scales of a Q3_K block, unpacked from 12 bytes.
@@ -52,5 +52,65 @@ pub fn dequantize(x: &[BlockQ3K], y: &mut [f32]) {
                 m <<= 1;
             }
         }
+    }
+}
+
+/// f32 to blocks, as ggml's `quantize_row_q3_K_ref` computes them: each run
+/// of 16 fitted symmetrically (`make_q3_quants`), the scales stored as signed
+/// 6-bit multiples of the largest, the values re-fitted to the stored scales
+/// and split into two low bits and a high bit.
+pub fn quantize(x: &[f32], y: &mut [BlockQ3K]) {
+    for (x, b) in x.chunks_exact(QK_K).zip(y) {
+        let mut l = [0i8; QK_K];
+        let mut scales = [0.0f32; QK_K / 16];
+        let (mut max_scale, mut amax) = (0.0f32, 0.0f32);
+        for (j, s) in scales.iter_mut().enumerate() {
+            *s = make_q3_quants(
+                4,
+                &x[16 * j..16 * j + 16],
+                &mut l[16 * j..16 * j + 16],
+                true,
+            );
+            if s.abs() > amax {
+                amax = s.abs();
+                max_scale = *s;
+            }
+        }
+        b.scales = [0; 12];
+        b.d = f16::ZERO;
+        if max_scale != 0.0 {
+            let iscale = -32.0 / max_scale;
+            for (j, &s) in scales.iter().enumerate() {
+                let q = (nearest_int(iscale * s).clamp(-32, 31) + 32) as u8;
+                if j < 8 {
+                    b.scales[j] = q & 0xF;
+                } else {
+                    b.scales[j - 8] |= (q & 0xF) << 4;
+                }
+                b.scales[8 + j % 4] |= (q >> 4) << (2 * (j / 4));
+            }
+            b.d = f16::from_f32(1.0 / iscale);
+        }
+        let stored = q3_k_scales(&b.scales);
+        for (j, &sc) in stored.iter().enumerate() {
+            let d = b.d.to_f32() * sc as f32;
+            if d == 0.0 {
+                continue;
+            }
+            for i in 16 * j..16 * j + 16 {
+                l[i] = (nearest_int(x[i] / d).clamp(-4, 3) + 4) as i8;
+            }
+        }
+        // High bits: value j's in bit j / 32 of hmask[j % 32].
+        b.hmask = [0; QK_K / 8];
+        let mut low = [0u8; QK_K];
+        for (j, (&q, lo)) in l.iter().zip(low.iter_mut()).enumerate() {
+            let q = q as u8;
+            if q > 3 {
+                b.hmask[j % 32] |= 1 << (j / 32);
+            }
+            *lo = q & 3;
+        }
+        pack_2bit(&low, &mut b.qs);
     }
 }
