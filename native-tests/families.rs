@@ -104,6 +104,16 @@ fn phi3_fused_longrope_q5_1() {
     check("phi3", None, 1);
 }
 
+#[test]
+fn llama_q2_k() {
+    check("llama-q2_k", None, 1);
+}
+
+#[test]
+fn qwen3_q3_k() {
+    check("qwen3-q3_k", None, 1);
+}
+
 /// Contexts past LongRoPE's original length would need the long factors,
 /// which lamina does not apply: an error naming the limit, not wrong logits.
 #[test]

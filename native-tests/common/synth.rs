@@ -142,6 +142,24 @@ pub const FAMILIES: &[Synth] = &[
         ],
         ..BASE
     },
+    // The 2- and 3-bit k-quants, on a small vocabulary.
+    Synth {
+        name: "llama-q2_k",
+        arch: "llama",
+        vocab: "ggml-vocab-llama-spm.gguf",
+        weights: GgmlType::Q2_K,
+        ..BASE
+    },
+    Synth {
+        name: "qwen3-q3_k",
+        arch: "qwen3",
+        vocab: "ggml-vocab-llama-spm.gguf",
+        weights: GgmlType::Q3_K,
+        qk_norm: true,
+        output: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        ..BASE
+    },
     Synth {
         name: "granite",
         arch: "granite",

@@ -70,7 +70,7 @@ json.dump(g, open(path, "w"), indent=1)
 PY
   echo "goldens: $1" >&2
 }
-for name in llama3 qwen2 qwen3 gemma3 smollm3 phi3 granite; do
+for name in llama3 qwen2 qwen3 gemma3 smollm3 phi3 llama-q2_k qwen3-q3_k granite; do
   run "$name" "$tmp/$name.gguf" "$prompt"
 done
 if [ -n "${1:-}" ]; then
