@@ -1,14 +1,19 @@
-//! The decoder-only transformer that llama, Qwen, Gemma, Granite and SmolLM
-//! are variations of: token embedding, then per layer a pre-norm attention
-//! block (Q/K/V products, optional biases and per-head Q/K norms, RoPE,
-//! grouped KV heads over the cache, optionally a sliding window) and a
-//! pre-norm gated feed-forward block, each optionally post-normed and
-//! scaled before its residual; a final norm and the output projection.
+//! The decoder-only transformer that llama, Qwen, Gemma, Granite, SmolLM and
+//! Phi-3 are variations of: token embedding, then per layer a pre-norm
+//! attention block (Q/K/V products, separate or fused, optional biases and
+//! per-head Q/K norms, RoPE, grouped KV heads over the cache, optionally a
+//! sliding window) and a pre-norm gated feed-forward block (gate and up
+//! separate or fused), each optionally post-normed and scaled before its
+//! residual; a final norm and the output projection.
 //!
 //! An architecture file reads its own metadata keys and tensor names and
 //! says which of these parts it has (`Recipe`, per-layer `LayerSpec`); the
 //! forward pass here is written once and reads like the equations. Numerics
 //! follow ggml's: each op as its graph has it, in the same order.
+//!
+//! `hparams.rs` reads the keys and the rotation, `layers.rs` binds the
+//! weights; this file holds what a family says and the forward pass.
+
 mod hparams;
 mod layers;
 
@@ -244,17 +249,18 @@ impl Architecture for Decoder {
                     }
                 }
             }
+            // Biases right after the products, as llama.cpp's build_qkv.
+            if let Some([bq, bk, bv]) = &layer.bias {
+                be.add_bias(q, bq)?;
+                be.add_bias(k, bk)?;
+                be.add_bias(v, bv)?;
+            }
             if let Some([qn, kn]) = &layer.qk_norm {
                 raw.copy_from_slice(q);
                 be.rms_norm(raw, qn, r.rms_eps, q)?;
                 let raw_k = &mut raw[..n * kvw];
                 raw_k.copy_from_slice(k);
                 be.rms_norm(raw_k, kn, r.rms_eps, k)?;
-            }
-            if let Some([bq, bk, bv]) = &layer.bias {
-                be.add_bias(q, bq)?;
-                be.add_bias(k, bk)?;
-                be.add_bias(v, bv)?;
             }
             if let Some(rope) = &layer.spec.rope {
                 be.rope(rope, q, ub.pos)?;
