@@ -62,13 +62,7 @@ pub(super) fn make_qx_quants(nmax: i32, x: &[f32], l: &mut [i8]) -> f32 {
 /// to five passes that move single values while the x²-weighted fit
 /// improves (ggml's `make_q3_quants`). Returns the scale.
 pub(super) fn make_q3_quants(nmax: i32, x: &[f32], l: &mut [i8], do_rmse: bool) -> f32 {
-    let (mut max, mut amax) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         l.fill(0);
         return 0.0;
