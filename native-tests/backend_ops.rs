@@ -71,9 +71,15 @@ fn bind(device: &dyn Device, file: &Arc<GgufFile>, table: bool) -> Matrix {
 fn exact_product(variant: CpuVariant, dtype: DType) -> bool {
     match dtype {
         // Float dots accumulate in vector lanes on every SIMD variant.
-        DType::F16 | DType::F32 => variant == CpuVariant::Scalar,
-        // The k-quant kernels share the scalar combination code.
-        DType::Q2_K | DType::Q3_K | DType::Q4_K | DType::Q5_K | DType::Q6_K => true,
+        DType::F16 | DType::BF16 | DType::F32 => variant == CpuVariant::Scalar,
+        // The k-quant and IQ4 kernels share the scalar combination code.
+        DType::Q2_K
+        | DType::Q3_K
+        | DType::Q4_K
+        | DType::Q5_K
+        | DType::Q6_K
+        | DType::IQ4_NL
+        | DType::IQ4_XS => true,
         // Legacy types: only AVX2 accumulates blocks in float lanes.
         _ => variant != CpuVariant::Avx2,
     }
@@ -106,12 +112,12 @@ fn products_through_the_backend_match_the_scalar_backend() {
     // 20 rows: two whole 8-row groups and a tail; 256 columns for the k-quants.
     let (rows, cols) = (20, 256);
     let reference = scalar();
-    // Every type the device says it multiplies (twelve today).
+    // Every type the device says it multiplies (fifteen today).
     let types: Vec<DType> = DType::ALL
         .into_iter()
         .filter(|&t| reference.supports_op(Op::MulMat(t)))
         .collect();
-    assert_eq!(types.len(), 12, "{types:?}");
+    assert_eq!(types.len(), 15, "{types:?}");
     let mut rng = Rng::new(11);
     for (t, &dtype) in types.iter().enumerate() {
         let file = weight_file(dtype, rows, cols, 100 + t as u64);

@@ -409,9 +409,10 @@ fn weights_the_device_cannot_multiply_are_refused_at_load() {
     }
     for t in src.tensors() {
         if t.name == "blk.0.ffn_down.weight" {
-            // 576 rows of 1536 BF16 values (no BF16 product yet).
-            let bytes = vec![0u8; 576 * 1536 * 2];
-            w.add_tensor(&t.name, lamina::tensor::GgmlType::BF16, &t.shape, bytes)
+            // 576 rows of 1536 Q8_K values (an activation type: valid in a
+            // file, but no weight product multiplies it).
+            let bytes = vec![0u8; 576 * 1536 / 256 * 292];
+            w.add_tensor(&t.name, lamina::tensor::GgmlType::Q8_K, &t.shape, bytes)
                 .unwrap();
         } else {
             let data = src.tensor_data_by_name(&t.name).unwrap().to_vec();
@@ -420,7 +421,7 @@ fn weights_the_device_cannot_multiply_are_refused_at_load() {
     }
     assert_eq!(
         load_error(w),
-        "invalid argument: tensor 'blk.0.ffn_down.weight' is BF16: the CPU backend has no matrix product for BF16 weights"
+        "invalid argument: tensor 'blk.0.ffn_down.weight' is Q8_K: the CPU backend has no matrix product for Q8_K weights"
     );
 }
 

@@ -70,7 +70,7 @@ fn check_steps(name: &str, variant: Option<CpuVariant>, threads: usize, steps: u
     let reference = read_f32(&golden_path(&format!(
         "families/{name}.last_prompt_logits.f32"
     )));
-    let tol = if synth.weights == GgmlType::F16 {
+    let tol = if matches!(synth.weights, GgmlType::F16 | GgmlType::BF16) {
         &F16
     } else {
         &QUANTIZED
@@ -116,6 +116,21 @@ fn llama_q2_k() {
 #[test]
 fn qwen3_q3_k() {
     check("qwen3-q3_k", None, 1);
+}
+
+#[test]
+fn qwen2_iq4_nl() {
+    check("qwen2-iq4_nl", None, 1);
+}
+
+#[test]
+fn gemma3_iq4_xs() {
+    check("gemma3-iq4_xs", None, 1);
+}
+
+#[test]
+fn llama_bf16() {
+    check("llama-bf16", None, 1);
 }
 
 /// Contexts past LongRoPE's original length would need the long factors,

@@ -42,9 +42,9 @@ fn quantized<B: Block + Copy>(x: &[f32], f: fn(&[f32], &mut [B])) -> Vec<B> {
 
 /// Kernels that combine blocks in the scalar order and so must equal the scalar
 /// result exactly: all but AVX2's legacy-type dots, which accumulate in float
-/// lanes (its k-quant kernels share the scalar combination code).
+/// lanes (its k-quant and IQ4 kernels share the scalar combination code).
 fn exact(variant: CpuVariant, kernel: &str) -> bool {
-    variant != CpuVariant::Avx2 || kernel.contains("_K")
+    variant != CpuVariant::Avx2 || kernel.contains("_K") || kernel.starts_with("iq4")
 }
 
 /// Float sums may be reassociated: allow n·ε·Σ|terms| (plus a denormal floor).
@@ -179,6 +179,28 @@ fn q2_k_blocks(x: &[f32]) -> Vec<BlockQ2K> {
             qs: std::array::from_fn(|i| value_byte(c, 16 + i)),
             d: half::f16::from_f32(0.001 + c[0].abs() * 0.01),
             dmin: half::f16::from_f32(0.001 + c[1].abs() * 0.01),
+        })
+        .collect()
+}
+
+/// IQ4_NL blocks: random indices, a positive or negative scale.
+fn iq4_nl_blocks(x: &[f32]) -> Vec<BlockIQ4NL> {
+    x.chunks_exact(32)
+        .map(|c| BlockIQ4NL {
+            d: half::f16::from_f32(c[0] * 0.01),
+            qs: std::array::from_fn(|i| value_byte(c, i)),
+        })
+        .collect()
+}
+
+/// IQ4_XS blocks: random indices and 6-bit scales, a signed scale.
+fn iq4_xs_blocks(x: &[f32]) -> Vec<BlockIQ4XS> {
+    x.chunks_exact(QK_K)
+        .map(|c| BlockIQ4XS {
+            d: half::f16::from_f32(c[0] * 0.001),
+            scales_h: u16::from_le_bytes([value_byte(c, 0), value_byte(c, 1)]),
+            scales_l: std::array::from_fn(|i| value_byte(c, 2 + i)),
+            qs: std::array::from_fn(|i| value_byte(c, 6 + i)),
         })
         .collect()
 }
@@ -433,6 +455,30 @@ fn vec_dot_k_quants() {
         },
     );
     check_vec_dot(
+        "iq4_NL·q8_0",
+        |k| k.vec_dot_iq4_nl_q8_0,
+        iq4_nl_blocks,
+        q8_0,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| (a.d.to_f32() * b.d.to_f32()).abs() * 32.0 * 127.0 * 127.0)
+                .sum()
+        },
+    );
+    check_vec_dot(
+        "iq4_XS·q8_K",
+        |k| k.vec_dot_iq4_xs_q8_k,
+        iq4_xs_blocks,
+        q8_k,
+        |x, y| {
+            x.iter()
+                .zip(y)
+                .map(|(a, b)| a.d.to_f32().abs() * 32.0 * 127.0 * b.d.abs() * 256.0 * 127.0)
+                .sum()
+        },
+    );
+    check_vec_dot(
         "q6_K·q8_K",
         |k| k.vec_dot_q6_k_q8_k,
         |x| quantized(x, lamina::tensor::quants::q6_k::quantize),
@@ -650,6 +696,48 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
         },
     ];
     let mut cases = cases;
+    {
+        let (a, b) = (iq4_nl_blocks(&x), q8_0(&y));
+        cases.push((
+            "iq4_nl (random blocks)",
+            (s.vec_dot_iq4_nl_q8_0)(&a, &b),
+            reference(
+                DType::IQ4_NL,
+                blocks_as_bytes(&a),
+                DType::Q8_0,
+                blocks_as_bytes(&b),
+            ),
+        ));
+        let (a, b) = (iq4_xs_blocks(&x), q8_k(&y));
+        cases.push((
+            "iq4_xs (random blocks)",
+            (s.vec_dot_iq4_xs_q8_k)(&a, &b),
+            reference(
+                DType::IQ4_XS,
+                blocks_as_bytes(&a),
+                DType::Q8_K,
+                blocks_as_bytes(&b),
+            ),
+        ));
+        for (name, ty) in [("iq4_nl", DType::IQ4_NL), ("iq4_xs", DType::IQ4_XS)] {
+            let a = convert::from_f32(ty, &x).unwrap();
+            let got = if ty == DType::IQ4_NL {
+                let b = q8_0(&y);
+                let w = lamina::tensor::blocks::as_blocks::<BlockIQ4NL>(&a).unwrap();
+                ((s.vec_dot_iq4_nl_q8_0)(w, &b), blocks_as_bytes(&b).to_vec())
+            } else {
+                let b = q8_k(&y);
+                let w = lamina::tensor::blocks::as_blocks::<BlockIQ4XS>(&a).unwrap();
+                ((s.vec_dot_iq4_xs_q8_k)(w, &b), blocks_as_bytes(&b).to_vec())
+            };
+            let dy = if ty == DType::IQ4_NL {
+                DType::Q8_0
+            } else {
+                DType::Q8_K
+            };
+            cases.push((name, got.0, reference(ty, &a, dy, &got.1)));
+        }
+    }
     for (name, a, ty) in [
         (
             "q2_K",

@@ -166,12 +166,15 @@ fn registry_layers() {
         DType::Q8_0,
         DType::Q4_K,
         DType::Q6_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
         DType::F16,
+        DType::BF16,
         DType::F32,
     ] {
         assert!(cpu.supports_op(Op::MulMat(t)), "{t}");
     }
-    for t in [DType::BF16, DType::Q8_1, DType::Q8_K] {
+    for t in [DType::Q8_1, DType::Q8_K] {
         assert!(!cpu.supports_op(Op::MulMat(t)), "{t}");
         assert!(cpu.supports_op(Op::GetRows(t)), "{t}");
     }

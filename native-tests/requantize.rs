@@ -142,15 +142,16 @@ fn check_mixture(model: &str, source: &str, target: &str) {
     );
 }
 
-/// The k-quant mixtures (per-tensor types by role and layer) give the
-/// reference's files byte for byte: SmolLM2, whose 576-wide rows take the
-/// fallbacks. Natively four, elsewhere Q4_K_M.
+/// The k-quant and IQ4 mixtures (per-tensor types by role and layer) give
+/// the reference's files byte for byte: SmolLM2, whose 576-wide rows take
+/// the fallbacks (IQ4_XS's is IQ4_NL, so both non-linear quantizers are
+/// checked). Natively five, elsewhere Q4_K_M.
 #[test]
 fn k_quant_mixtures_like_llama_quantize() {
     let targets: &[&str] = if cfg!(target_arch = "x86_64") {
         // One per rule set (the others' goldens are checked by
         // make-goldens.sh's reruns; the test command's time is bounded).
-        &["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_S"]
+        &["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_S", "IQ4_XS"]
     } else {
         &["Q4_K_M"]
     };

@@ -19,6 +19,12 @@ pub struct Synth {
     pub vocab: &'static str,
     /// The type of the layers' matrices.
     pub weights: GgmlType,
+    /// The token embedding's type (the output's too where they are tied).
+    pub embedding: GgmlType,
+    /// The amplitude of the token embedding and output values. At 1.0 the
+    /// logits spread about 2.5 times wider (std ≈ 9.5) than a trained
+    /// model's (std ≈ 3.6), and so do their rounding differences.
+    pub vocab_amplitude: f32,
     pub n_layer: u32,
     pub n_embd: u32,
     pub n_head: u32,
@@ -47,6 +53,8 @@ const BASE: Synth = Synth {
     arch: "",
     vocab: "",
     weights: GgmlType::Q8_0,
+    embedding: GgmlType::Q8_0,
+    vocab_amplitude: 1.0,
     n_layer: 2,
     n_embd: 256,
     n_head: 4,
@@ -161,6 +169,49 @@ pub const FAMILIES: &[Synth] = &[
         ..BASE
     },
     Synth {
+        name: "qwen2-iq4_nl",
+        arch: "qwen2",
+        vocab: "ggml-vocab-llama-spm.gguf",
+        weights: GgmlType::IQ4_NL,
+        embedding: GgmlType::IQ4_NL,
+        qkv_bias: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        ..BASE
+    },
+    Synth {
+        name: "gemma3-iq4_xs",
+        arch: "gemma3",
+        vocab: "ggml-vocab-llama-spm.gguf",
+        weights: GgmlType::IQ4_XS,
+        embedding: GgmlType::IQ4_XS,
+        n_layer: 3,
+        head_dim: 128,
+        n_head_kv: 1,
+        qk_norm: true,
+        post_norms: true,
+        keys: &[
+            ("rope.freq_base", 1000000.0),
+            ("rope.freq_base_swa", 10000.0),
+        ],
+        u32_keys: &[
+            ("attention.sliding_window", 8),
+            ("attention.sliding_window_pattern", 3),
+        ],
+        ..BASE
+    },
+    Synth {
+        name: "llama-bf16",
+        arch: "llama",
+        vocab: "ggml-vocab-llama-spm.gguf",
+        weights: GgmlType::BF16,
+        embedding: GgmlType::BF16,
+        // A trained model's logit spread: the F16/BF16 tolerance (max abs
+        // 0.1) is set for it, and bf16 rounds 8 times coarser than f16.
+        vocab_amplitude: 0.35,
+        keys: &[("rope.freq_base", 500000.0)],
+        ..BASE
+    },
+    Synth {
         name: "granite",
         arch: "granite",
         vocab: "ggml-vocab-gpt-2.gguf",
@@ -242,7 +293,13 @@ impl Synth {
             self.n_ff as u64,
         );
         let wt = self.weights;
-        t.matrix("token_embd.weight", GgmlType::Q8_0, n_vocab, d, 1.0);
+        t.matrix(
+            "token_embd.weight",
+            self.embedding,
+            n_vocab,
+            d,
+            self.vocab_amplitude,
+        );
         let mut norms: Vec<(String, u64)> = vec![("output_norm.weight".into(), d)];
         let scale = |cols: u64| 2.0 / (cols as f32).sqrt();
         for i in 0..self.n_layer {
@@ -280,7 +337,7 @@ impl Synth {
             }
         }
         if self.output {
-            t.matrix("output.weight", wt, n_vocab, d, 1.0);
+            t.matrix("output.weight", wt, n_vocab, d, self.vocab_amplitude);
         }
         for (name, len) in norms {
             let v: Vec<f32> = (0..len).map(|_| 1.0 + uniform(&mut t.rng, 0.25)).collect();

@@ -36,9 +36,9 @@ quantize_golden() { # source name targets...
 {
   echo "# source target sha256: llama-quantize --allow-requantize SOURCE OUT TARGET 2 (the reference, scripts/reference/build.sh)"
   quantize_golden models/SmolLM2-135M-Instruct.Q4_1.gguf smollm2-q4_1 \
-    Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M
+    Q2_K Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M IQ4_NL IQ4_XS
   if [ -n "${1:-}" ]; then
-    quantize_golden "$1" gemma3-270m-q4_k_m Q2_K Q3_K_M Q4_K_M Q5_K_M
+    quantize_golden "$1" gemma3-270m-q4_k_m Q2_K Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS
   fi
 } > "$out/quantize.txt"
 echo "goldens: quantize" >&2
@@ -70,7 +70,7 @@ json.dump(g, open(path, "w"), indent=1)
 PY
   echo "goldens: $1" >&2
 }
-for name in llama3 qwen2 qwen3 gemma3 smollm3 phi3 llama-q2_k qwen3-q3_k granite; do
+for name in llama3 qwen2 qwen3 gemma3 smollm3 phi3 llama-q2_k qwen3-q3_k granite qwen2-iq4_nl gemma3-iq4_xs llama-bf16; do
   run "$name" "$tmp/$name.gguf" "$prompt"
 done
 if [ -n "${1:-}" ]; then

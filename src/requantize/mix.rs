@@ -1,11 +1,11 @@
-//! llama-quantize's k-quant mixtures (Q4_K_M and friends): which type each
+//! llama-quantize's mixtures (Q4_K_M and friends, IQ4_NL, IQ4_XS): which type each
 //! weight gets, by what it is (output, attention V, feed-forward down, ...)
 //! and where its layer sits, as llama.cpp's `llama_tensor_get_type` decides
 //! for a model without experts and without an importance matrix.
 
 use crate::tensor::DType;
 
-/// A k-quant mixture: the ftype's name selects its rules.
+/// A mixture: the ftype's name selects its rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mix {
     Q2K,
@@ -16,6 +16,8 @@ pub enum Mix {
     Q4KM,
     Q5KS,
     Q5KM,
+    /// IQ4_NL and IQ4_XS (the same rules).
+    IQ4,
 }
 
 /// What a weight is, as llama.cpp sorts them (by name).
@@ -108,6 +110,7 @@ pub fn mix_type(
                 Q3KL => Q5_K,
                 Q4KM | Q5KM if use_more_bits(i, n) => Q6_K,
                 Q4KS if i < 4 => Q5_K,
+                IQ4 if facts.n_gqa >= 4 => Q5_K,
                 _ => ty,
             };
             if facts.is_70b && (ty == Q3_K || ty == Q4_K) {
@@ -126,6 +129,8 @@ pub fn mix_type(
                 Q3KL => Q5_K,
                 Q4KM | Q5KM if use_more_bits(i, n) => Q6_K,
                 Q4KS if i < n / 8 => Q5_K,
+                // Without an importance matrix (lamina never has one).
+                IQ4 if i < n / 8 => Q5_K,
                 _ => ty,
             };
             c.i_ffn_down += 1;
@@ -154,6 +159,7 @@ impl Mix {
             "Q4_K_M" => Mix::Q4KM,
             "Q5_K_S" => Mix::Q5KS,
             "Q5_K_M" => Mix::Q5KM,
+            "IQ4_NL" | "IQ4_XS" => Mix::IQ4,
             _ => return None,
         })
     }

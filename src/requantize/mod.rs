@@ -27,7 +27,8 @@ pub struct Target {
 }
 
 /// The targets lamina writes: plain and legacy types, Q6_K, and
-/// llama-quantize's k-quant mixtures (Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M).
+/// llama-quantize's mixtures (Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, and the
+/// non-linear IQ4_NL and IQ4_XS, which need no importance matrix).
 pub const TARGETS: &[Target] = &[
     Target {
         name: "F32",
@@ -131,6 +132,18 @@ pub const TARGETS: &[Target] = &[
         default: DType::Q5_K,
         mix: Some(Mix::Q5KM),
     },
+    Target {
+        name: "IQ4_NL",
+        file_type: 25,
+        default: DType::IQ4_NL,
+        mix: Some(Mix::IQ4),
+    },
+    Target {
+        name: "IQ4_XS",
+        file_type: 30,
+        default: DType::IQ4_XS,
+        mix: Some(Mix::IQ4),
+    },
 ];
 
 impl Target {
@@ -215,6 +228,7 @@ fn choose_type(
             DType::Q4_K => DType::Q5_0,
             DType::Q5_K => DType::Q5_1,
             DType::Q6_K => DType::Q8_0,
+            DType::IQ4_XS => DType::IQ4_NL,
             // A 32-block type has nothing smaller to fall back to.
             other => other,
         };

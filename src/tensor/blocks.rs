@@ -30,8 +30,8 @@ pub unsafe trait Block: Copy + Send + Sync + 'static {
 }
 
 pub use super::quants::{
-    BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1, BlockQ6K,
-    BlockQ8K, BlockQ8_0, BlockQ8_1,
+    BlockIQ4NL, BlockIQ4XS, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, BlockQ8K, BlockQ8_0, BlockQ8_1,
 };
 
 /// Views `bytes` as blocks. The length must be a whole number of blocks and the
@@ -113,6 +113,8 @@ mod tests {
         check::<BlockQ5K>();
         check::<BlockQ6K>();
         check::<BlockQ8K>();
+        check::<BlockIQ4NL>();
+        check::<BlockIQ4XS>();
     }
 
     #[test]

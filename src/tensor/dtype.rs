@@ -22,10 +22,12 @@ pub enum DType {
     Q5_K,
     Q6_K,
     Q8_K,
+    IQ4_NL,
+    IQ4_XS,
 }
 
 impl DType {
-    pub const ALL: [DType; 15] = [
+    pub const ALL: [DType; 17] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -41,6 +43,8 @@ impl DType {
         DType::Q5_K,
         DType::Q6_K,
         DType::Q8_K,
+        DType::IQ4_NL,
+        DType::IQ4_XS,
     ];
 
     pub fn ggml_type(self) -> GgmlType {
@@ -60,6 +64,8 @@ impl DType {
             DType::Q5_K => GgmlType::Q5_K,
             DType::Q6_K => GgmlType::Q6_K,
             DType::Q8_K => GgmlType::Q8_K,
+            DType::IQ4_NL => GgmlType::IQ4_NL,
+            DType::IQ4_XS => GgmlType::IQ4_XS,
         }
     }
 

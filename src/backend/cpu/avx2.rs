@@ -4,10 +4,12 @@
 
 use std::arch::x86_64::*;
 
+use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
 use crate::tensor::blocks::*;
+use crate::tensor::quants::IQ4_LEVELS;
 
 /// The AVX2 table over `base`. Panics unless this CPU has avx2, fma and f16c:
 /// every kernel below relies on it (see the module's safety note), so this is
@@ -38,6 +40,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q6_k_q8_k,
         vec_dot_q2_k_q8_k,
         vec_dot_q3_k_q8_k,
+        vec_dot_iq4_nl_q8_0,
+        vec_dot_iq4_xs_q8_k,
         gemv_q4_0_x8i8,
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         scores_f16,
@@ -440,7 +444,31 @@ fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     // fma and f16c; lengths checked above.
     unsafe { q6_k_impl(x, y) }
 }
+fn vec_dot_iq4_nl_q8_0(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
+    unsafe { iq4_nl_impl(x, y) }
+}
+fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
+    unsafe { iq4_xs_impl(x, y) }
+}
 
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_nl_impl(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+    iq4_dot::iq4_nl::<Avx2Dots>(x, y)
+}
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs_impl(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+    iq4_dot::iq4_xs::<Avx2Dots>(x, y)
+}
 /// # Safety
 /// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -485,7 +513,8 @@ unsafe fn hsum_i32(v: __m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
-/// u8 (at most 63) times i8, summed in groups of four bytes into i32 lanes.
+/// u8 (at most 127, so pairs never saturate i16) times i8 (at least
+/// -127), summed in groups of four bytes into i32 lanes.
 ///
 /// # Safety
 /// The CPU must have avx2.
@@ -500,6 +529,25 @@ struct Avx2Dots;
 // The methods' safety contract is the trait's: call them only where the CPU
 // has the variant's features (here avx2); their arguments are typed arrays.
 impl IntDots for Avx2Dots {
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
+        let grid = _mm_loadu_si128(IQ4_LEVELS.as_ptr().cast());
+        let v = _mm_loadu_si128(q.as_ptr().cast());
+        let m = _mm_set1_epi8(0x0F);
+        let lo = _mm_shuffle_epi8(grid, _mm_and_si128(v, m));
+        let hi = _mm_shuffle_epi8(grid, _mm_and_si128(_mm_srli_epi16(v, 4), m));
+        let levels = _mm256_set_m128i(hi, lo);
+        let av = _mm256_loadu_si256(a.as_ptr().cast());
+        // Signed × signed through maddubs: |level| times a with the level's
+        // sign (pairs stay below 2·127·127, no saturation).
+        let prod = madd_u8_i8(
+            _mm256_sign_epi8(levels, levels),
+            _mm256_sign_epi8(av, levels),
+        );
+        hsum_i32(prod)
+    }
+
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {

@@ -58,6 +58,8 @@ pub struct Kernels {
     pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
     pub vec_dot_q2_k_q8_k: VecDotFn<BlockQ2K, BlockQ8K>,
     pub vec_dot_q3_k_q8_k: VecDotFn<BlockQ3K, BlockQ8K>,
+    pub vec_dot_iq4_nl_q8_0: VecDotFn<BlockIQ4NL, BlockQ8_0>,
+    pub vec_dot_iq4_xs_q8_k: VecDotFn<BlockIQ4XS, BlockQ8K>,
     pub vec_dot_f16: VecDotFn<f16, f16>,
     pub vec_dot_f32: VecDotFn<f32, f32>,
     /// f16 matrix products in 4x2 tiles where a variant has them (each weight
@@ -108,6 +110,8 @@ impl Kernels {
             vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
             vec_dot_q2_k_q8_k: scalar::vec_dot_q2_k_q8_k,
             vec_dot_q3_k_q8_k: scalar::vec_dot_q3_k_q8_k,
+            vec_dot_iq4_nl_q8_0: scalar::vec_dot_iq4_nl_q8_0,
+            vec_dot_iq4_xs_q8_k: scalar::vec_dot_iq4_xs_q8_k,
             vec_dot_f16: scalar::vec_dot_f16,
             vec_dot_f32: scalar::vec_dot_f32,
             tile_f16: None,

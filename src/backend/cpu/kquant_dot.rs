@@ -6,7 +6,7 @@
 
 use crate::tensor::blocks::*;
 use crate::tensor::quants::q3_k::q3_k_scales;
-use crate::tensor::quants::scale_min_k4;
+use crate::tensor::quants::{scale_min_k4, IQ4_LEVELS};
 
 /// Exact integer dot products over 32 values, per instruction set.
 ///
@@ -31,6 +31,9 @@ pub(crate) trait IntDots {
     unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32);
     /// Σ a[l] where bit `bit` of h[l] is set, over l < 16 and l >= 16.
     unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32);
+    /// Σ L[low_nibble(q[j])]·a[j] + L[high_nibble(q[j])]·a[j + 16] over
+    /// j < 16, with L the IQ4 grid (`IQ4_LEVELS`).
+    unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32;
 }
 
 #[inline(always)]
@@ -229,5 +232,12 @@ impl IntDots for ScalarDots {
     unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
         let v = |l: usize| ((h[l] >> bit) & 1) as i32 * a[l] as i32;
         ((0..16).map(v).sum(), (16..32).map(v).sum())
+    }
+
+    unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
+        let level = |n: u8| IQ4_LEVELS[n as usize] as i32;
+        (0..16)
+            .map(|j| level(q[j] & 0xF) * a[j] as i32 + level(q[j] >> 4) * a[j + 16] as i32)
+            .sum()
     }
 }

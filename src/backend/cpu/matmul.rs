@@ -6,8 +6,8 @@
 //! activation row. Scratch space is kept between calls: after the first
 //! product of each shape nothing is allocated.
 
-use half::f16;
 use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
 
 use super::kernels::{Kernels, TileF16Fn};
 use super::products::{ActType, CpuProduct, Dots};
@@ -72,7 +72,7 @@ fn widens_f16(k: &Kernels) -> bool {
 /// the scalar table has every product the SIMD ones have).
 pub(super) fn supports(dtype: DType) -> bool {
     with_quant_type!(dtype, T => T::dots(&Kernels::scalar()).is_some(),
-        float => matches!(dtype, DType::F16 | DType::F32))
+        float => matches!(dtype, DType::F16 | DType::BF16 | DType::F32))
 }
 
 fn unsupported(dtype: impl std::fmt::Display) -> Error {
@@ -287,7 +287,15 @@ fn quant_product<W: CpuProduct>(
     )
 }
 
-/// A product with F16 or F32 weights in the file's memory.
+/// Row `r` of a BF16 weight widened to f32 (exact: a bf16 is the high half
+/// of an f32).
+fn widen_bf16_row(w: Mapped, r: usize, out: &mut [f32]) {
+    for (v, b) in out.iter_mut().zip(w.row(r).chunks_exact(2)) {
+        *v = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
+    }
+}
+
+/// A product with F16, BF16 or F32 weights in the file's memory.
 #[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
 fn float_product(
     k: &Kernels,
@@ -339,6 +347,27 @@ fn float_product(
                     let wr = w.f16_row(r, buf);
                     for (i, yi) in y.chunks_exact(cols).enumerate() {
                         dst[i * len + j] = (k.vec_dot_f16)(wr, yi);
+                    }
+                }
+                Ok(())
+            })
+        }
+        DType::BF16 => {
+            // ggml multiplies BF16 weights with activations rounded to
+            // bf16; held as f32 (exactly), the products of two bf16 values
+            // are exact in f32 and the variant's f32 dot sums them.
+            let y = sized(&mut acts.f32, x.len(), 0.0);
+            for (v, &a) in y.iter_mut().zip(x) {
+                *v = bf16::from_f32(a).to_f32();
+            }
+            let y = &*y;
+            split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
+                let len = rows.len();
+                let wr = sized(&mut piece.row_f32, cols, 0.0);
+                for (j, r) in rows.enumerate() {
+                    widen_bf16_row(w, r, wr);
+                    for (i, yi) in y.chunks_exact(cols).enumerate() {
+                        dst[i * len + j] = (k.vec_dot_f32)(wr, yi);
                     }
                 }
                 Ok(())

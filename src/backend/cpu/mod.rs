@@ -5,6 +5,7 @@
 mod attention;
 mod backend;
 pub mod features;
+mod iq4_dot;
 pub mod kernels;
 mod kquant_dot;
 mod matmul;

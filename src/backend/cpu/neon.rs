@@ -7,10 +7,12 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
+use crate::tensor::quants::IQ4_LEVELS;
 
 // NEON (Advanced SIMD) is part of the aarch64 targets' baseline: the whole
 // build is compiled with it, so every CPU that runs this code has it.
@@ -36,6 +38,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q6_k_q8_k,
         vec_dot_q2_k_q8_k,
         vec_dot_q3_k_q8_k,
+        vec_dot_iq4_nl_q8_0,
+        vec_dot_iq4_xs_q8_k,
         scores_f16,
         wsum_f16,
         axpy_f32,
@@ -295,6 +299,18 @@ fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
     // SAFETY: NeonDots uses NEON only (always present); its arguments are
     // typed arrays; lengths checked above.
     unsafe { kquant_dot::q3_k::<NeonDots>(x, y) }
+}
+fn vec_dot_iq4_nl_q8_0(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
+    unsafe { iq4_dot::iq4_nl::<NeonDots>(x, y) }
+}
+fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+    super::scalar::check_dot(x, y);
+    // SAFETY: NeonDots uses NEON only (always present); its arguments are
+    // typed arrays; lengths checked above.
+    unsafe { iq4_dot::iq4_xs::<NeonDots>(x, y) }
 }
 fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     super::repack::check_gemv(group, x, out, 4);
@@ -1037,6 +1053,19 @@ struct NeonDots;
 // features: here NEON only, always present); their arguments are typed
 // arrays, and every load stays inside them.
 impl IntDots for NeonDots {
+    #[inline(always)]
+    unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
+        let grid = vld1q_s8(IQ4_LEVELS.as_ptr());
+        let v = vld1q_u8(q.as_ptr());
+        let lo = vqtbl1q_s8(grid, vandq_u8(v, vdupq_n_u8(0x0F)));
+        let hi = vqtbl1q_s8(grid, vshrq_n_u8(v, 4));
+        let s = vaddq_s32(
+            dot16(lo, vld1q_s8(a.as_ptr())),
+            dot16(hi, vld1q_s8(a.as_ptr().add(16))),
+        );
+        vaddvq_s32(s)
+    }
+
     #[inline(always)]
     unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
         let m = vdupq_n_u8(0x0F);

@@ -132,6 +132,18 @@ impl CpuProduct for BlockQ3K {
     }
 }
 
+impl CpuProduct for BlockIQ4NL {
+    fn dots(k: &Kernels) -> Option<Dots<Self>> {
+        Dots::one(k.vec_dot_iq4_nl_q8_0)
+    }
+}
+
+impl CpuProduct for BlockIQ4XS {
+    fn dots(k: &Kernels) -> Option<Dots<Self>> {
+        Dots::one(k.vec_dot_iq4_xs_q8_k)
+    }
+}
+
 // Activation types, never weights here.
 impl CpuProduct for BlockQ8_1 {}
 impl CpuProduct for BlockQ8K {}

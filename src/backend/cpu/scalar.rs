@@ -10,6 +10,7 @@
 
 use half::f16;
 
+use super::iq4_dot;
 use super::kquant_dot::{self, ScalarDots};
 use crate::tensor::blocks::*;
 use crate::tensor::quants::q8_k;
@@ -291,6 +292,20 @@ pub fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
     // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
     // checked above.
     unsafe { kquant_dot::q3_k::<ScalarDots>(x, y) }
+}
+
+pub fn vec_dot_iq4_nl_q8_0(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above.
+    unsafe { iq4_dot::iq4_nl::<ScalarDots>(x, y) }
+}
+
+pub fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+    check_dot(x, y);
+    // SAFETY: ScalarDots is plain Rust (needs no CPU feature); lengths
+    // checked above.
+    unsafe { iq4_dot::iq4_xs::<ScalarDots>(x, y) }
 }
 
 pub fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {

@@ -9,11 +9,13 @@
 mod imp {
     use std::arch::wasm32::*;
 
+    use crate::backend::cpu::iq4_dot;
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4};
     use crate::backend::cpu::scalar::{check_dot, check_dot4, check_quantize};
     use crate::tensor::blocks::*;
+    use crate::tensor::quants::IQ4_LEVELS;
 
     // Safety: this module is compiled only with simd128 enabled for the
     // whole build (no wasm engine runs such a module without SIMD), so its
@@ -40,6 +42,8 @@ mod imp {
             vec_dot_q6_k_q8_k,
             vec_dot_q2_k_q8_k,
             vec_dot_q3_k_q8_k,
+            vec_dot_iq4_nl_q8_0,
+            vec_dot_iq4_xs_q8_k,
             gemv_q4_0_x4i4,
             scores_f16,
             silu_mul,
@@ -456,6 +460,18 @@ mod imp {
         // requirement); its arguments are typed arrays; lengths checked above.
         unsafe { kquant_dot::q3_k::<Simd128Dots>(x, y) }
     }
+    fn vec_dot_iq4_nl_q8_0(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
+        unsafe { iq4_dot::iq4_nl::<Simd128Dots>(x, y) }
+    }
+    fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); its arguments are typed arrays; lengths checked above.
+        unsafe { iq4_dot::iq4_xs::<Simd128Dots>(x, y) }
+    }
 
     /// Exact integer primitives for the k-quant kernels.
     struct Simd128Dots;
@@ -463,6 +479,18 @@ mod imp {
     // The methods' safety contract is the trait's (the variant's features:
     // simd128, compiled in); they use only safe `load16`s of typed arrays.
     impl IntDots for Simd128Dots {
+        #[inline(always)]
+        unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
+            let grid = load16(&IQ4_LEVELS[..]);
+            let v = load16(&q[..]);
+            let lo = i8x16_swizzle(grid, v128_and(v, u8x16_splat(0x0F)));
+            let hi = i8x16_swizzle(grid, u8x16_shr(v, 4));
+            hsum_i32(i32x4_add(
+                dot16(lo, load16(&a[..])),
+                dot16(hi, load16(&a[16..])),
+            ))
+        }
+
         #[inline(always)]
         unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
             let m = u8x16_splat(0x0F);

@@ -108,7 +108,7 @@ mod cli {
             input: PathBuf,
             /// Where to write the result.
             output: PathBuf,
-            /// Target type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, or a k-quant mixture: Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M.
+            /// Target type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q6_K, or a k-quant mixture: Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M; or IQ4_NL, IQ4_XS (llama-quantize's mixtures without an importance matrix).
             #[arg(value_name = "TYPE")]
             target: String,
         },

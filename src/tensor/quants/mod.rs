@@ -32,12 +32,15 @@ macro_rules! block {
     };
 }
 
+mod iq4;
 mod kscales;
 mod rounding;
 // The shared helpers, for the type modules' `use super::*`.
 use kscales::*;
 use rounding::*;
 
+pub mod iq4_nl;
+pub mod iq4_xs;
 pub mod q2_k;
 pub mod q3_k;
 pub mod q4_0;
@@ -51,6 +54,9 @@ pub mod q8_0;
 pub mod q8_1;
 pub mod q8_k;
 
+pub use iq4::IQ4_LEVELS;
+pub use iq4_nl::BlockIQ4NL;
+pub use iq4_xs::BlockIQ4XS;
 pub use kscales::scale_min_k4;
 pub use q2_k::BlockQ2K;
 pub use q3_k::BlockQ3K;
@@ -137,6 +143,14 @@ macro_rules! with_quant_type {
             }
             DType::Q8_K => {
                 type $T = quants::BlockQ8K;
+                $quant
+            }
+            DType::IQ4_NL => {
+                type $T = quants::BlockIQ4NL;
+                $quant
+            }
+            DType::IQ4_XS => {
+                type $T = quants::BlockIQ4XS;
                 $quant
             }
         }
