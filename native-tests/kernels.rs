@@ -291,6 +291,12 @@ fn four_row_dots_equal_four_vec_dots() {
         |k| k.vec_dot_q8_0_q8_0,
         |x| quantized(x, lamina::tensor::quants::q8_0::quantize),
         |k, x| quantized(x, k.quantize_q8_0),
+    ) + check_dot4(
+        "q5_0",
+        |k| k.vec_dot4_q5_0_q8_0,
+        |k| k.vec_dot_q5_0_q8_0,
+        |x| quantized(x, lamina::tensor::quants::q5_0::quantize),
+        |k, x| quantized(x, k.quantize_q8_0),
     );
     // Every SIMD variant has at least its Q4_1 one.
     let simd = variants()

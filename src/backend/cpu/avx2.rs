@@ -29,6 +29,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_1_q8_1,
         vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
         vec_dot_q5_0_q8_0,
+        vec_dot4_q5_0_q8_0: Some(vec_dot4_q5_0_q8_0),
         vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
@@ -149,6 +150,12 @@ fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
     // SAFETY: only reachable through the table built after detecting avx2,
     // fma and f16c; lengths checked above.
     unsafe { vec_dot_q5_0_q8_0_impl(x, y) }
+}
+fn vec_dot4_q5_0_q8_0(x: &[BlockQ5_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; lengths checked above.
+    unsafe { vec_dot4_q5_0_q8_0_impl(x, y) }
 }
 fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     super::scalar::check_dot(x, y);
@@ -529,6 +536,61 @@ struct Avx2Dots;
 // The methods' safety contract is the trait's: call them only where the CPU
 // has the variant's features (here avx2); their arguments are typed arrays.
 impl IntDots for Avx2Dots {
+    // The block sums stay in eight i32 lanes (each run's products are
+    // multiplied by its scale in 16-bit lanes) and are added across lanes
+    // once per block, not once per run.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn q4_k_scaled(x: &BlockQ4K, y: &BlockQ8K) -> i32 {
+        let m = _mm256_set1_epi8(0x0F);
+        let (scales, _) = kquant_dot::k4_scales_mins(&x.scales);
+        let mut acc = _mm256_setzero_si256();
+        for c in 0..4 {
+            let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast());
+            let a = _mm256_loadu_si256(y.qs.as_ptr().add(64 * c).cast());
+            let b = _mm256_loadu_si256(y.qs.as_ptr().add(64 * c + 32).cast());
+            // Nibbles (0..15) times i8: pairs stay far inside i16.
+            let lo = _mm256_maddubs_epi16(_mm256_and_si256(q, m), a);
+            let hi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m), b);
+            let (s0, s1) = (scales[2 * c] as i16, scales[2 * c + 1] as i16);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(lo, _mm256_set1_epi16(s0)));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(hi, _mm256_set1_epi16(s1)));
+        }
+        hsum_i32(acc)
+    }
+
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn q6_k_scaled(x: &BlockQ6K, y: &BlockQ8K) -> i32 {
+        let m = _mm256_set1_epi8(0x0F);
+        let three = _mm256_set1_epi8(3);
+        let mut acc = _mm256_setzero_si256();
+        for half in 0..2 {
+            let qh = _mm256_loadu_si256(x.qh.as_ptr().add(32 * half).cast());
+            for k in 0..4 {
+                let l = _mm256_loadu_si256(x.ql.as_ptr().add(64 * half + 32 * (k % 2)).cast());
+                let nib = if k >= 2 { _mm256_srli_epi16(l, 4) } else { l };
+                let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32));
+                let q = _mm256_or_si256(
+                    _mm256_and_si256(nib, m),
+                    _mm256_slli_epi16(_mm256_and_si256(h, three), 4),
+                );
+                let a = _mm256_loadu_si256(y.qs.as_ptr().add(128 * half + 32 * k).cast());
+                // (q − 32)·a in i16 pairs: q·a − 32·a, both inside i16.
+                let d = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(q, a),
+                    _mm256_maddubs_epi16(_mm256_set1_epi8(32), a),
+                );
+                // Bytes 0..15 (the first run of 16) are the low 128 bits.
+                let sc = &x.scales[8 * half + 2 * k..];
+                let scale =
+                    _mm256_set_m128i(_mm_set1_epi16(sc[1] as i16), _mm_set1_epi16(sc[0] as i16));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(d, scale));
+            }
+        }
+        hsum_i32(acc)
+    }
+
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
@@ -934,6 +996,31 @@ unsafe fn vec_dot_q5_0_q8_0_impl(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         |x, y| {
             let qx = _mm256_sub_epi8(q5_values(&x.qs, x.qh), _mm256_set1_epi8(16));
             dot_i8_i8(qx, _mm256_loadu_si256(y.qs.as_ptr().cast()))
+        },
+        |_, _| 0.0,
+    )
+}
+
+/// `vec_dot_q5_0_q8_0_impl` for four activation rows: each weight block's
+/// five-bit values are assembled once (the costly part of the one-row
+/// kernel); per row the terms and their order are `sum_blocks`'s, so each
+/// result equals the one-row kernel's bit for bit.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. Any lengths (the shortest one counts).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn vec_dot4_q5_0_q8_0_impl(x: &[BlockQ5_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    sum_blocks4(
+        x,
+        y,
+        |x| {
+            let q = _mm256_sub_epi8(q5_values(&x.qs, x.qh), _mm256_set1_epi8(16));
+            (_mm256_sign_epi8(q, q), q)
+        },
+        |x, y| fp16(x.d) * fp16(y.d),
+        |&(abs, q), y| {
+            let yq = _mm256_loadu_si256(y.qs.as_ptr().cast());
+            dot_u8_i8(abs, _mm256_sign_epi8(yq, q))
         },
         |_, _| 0.0,
     )

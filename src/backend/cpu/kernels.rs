@@ -49,6 +49,8 @@ pub struct Kernels {
     /// Where a variant has one; else products loop over `vec_dot_q4_1_q8_1`.
     pub vec_dot4_q4_1_q8_1: Option<VecDot4Fn<BlockQ4_1, BlockQ8_1>>,
     pub vec_dot_q5_0_q8_0: VecDotFn<BlockQ5_0, BlockQ8_0>,
+    /// Where a variant has one; else products loop over `vec_dot_q5_0_q8_0`.
+    pub vec_dot4_q5_0_q8_0: Option<VecDot4Fn<BlockQ5_0, BlockQ8_0>>,
     pub vec_dot_q5_1_q8_1: VecDotFn<BlockQ5_1, BlockQ8_1>,
     pub vec_dot_q8_0_q8_0: VecDotFn<BlockQ8_0, BlockQ8_0>,
     /// Where a variant has one; else products loop over `vec_dot_q8_0_q8_0`.
@@ -102,6 +104,7 @@ impl Kernels {
             vec_dot_q4_1_q8_1: scalar::vec_dot_q4_1_q8_1,
             vec_dot4_q4_1_q8_1: None,
             vec_dot_q5_0_q8_0: scalar::vec_dot_q5_0_q8_0,
+            vec_dot4_q5_0_q8_0: None,
             vec_dot_q5_1_q8_1: scalar::vec_dot_q5_1_q8_1,
             vec_dot_q8_0_q8_0: scalar::vec_dot_q8_0_q8_0,
             vec_dot4_q8_0_q8_0: None,

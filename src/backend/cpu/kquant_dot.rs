@@ -34,6 +34,42 @@ pub(crate) trait IntDots {
     /// Σ L[low_nibble(q[j])]·a[j] + L[high_nibble(q[j])]·a[j + 16] over
     /// j < 16, with L the IQ4 grid (`IQ4_LEVELS`).
     unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32;
+
+    /// A Q4_K block's Σ scale_j × (its quants · the activations of run j),
+    /// the mins aside. An instruction set may override it to keep the sums
+    /// in vector lanes; the integer result is the same.
+    #[inline(always)]
+    unsafe fn q4_k_scaled(x: &BlockQ4K, y: &BlockQ8K) -> i32 {
+        let (scales, _) = k4_scales_mins(&x.scales);
+        let mut dot = 0i32;
+        for c in 0..4 {
+            let (d0, d1) = Self::nibble_dots(
+                arr32(&x.qs[32 * c..]),
+                arr32(&y.qs[64 * c..]),
+                arr32(&y.qs[64 * c + 32..]),
+            );
+            dot += scales[2 * c] as i32 * d0 + scales[2 * c + 1] as i32 * d1;
+        }
+        dot
+    }
+
+    /// A Q6_K block's Σ scale_j × ((its quants − 32) · the activations of
+    /// run j of 16); overridable as `q4_k_scaled`.
+    #[inline(always)]
+    unsafe fn q6_k_scaled(x: &BlockQ6K, y: &BlockQ8K) -> i32 {
+        let mut dot = 0i32;
+        for half in 0..2 {
+            let qh = arr32(&x.qh[32 * half..]);
+            for k in 0..4 {
+                let ql = arr32(&x.ql[64 * half + 32 * (k % 2)..]);
+                let a = arr32(&y.qs[128 * half + 32 * k..]);
+                let (s0, s1) = Self::q6_dots(ql, k >= 2, qh, 2 * k as u32, a);
+                let sc = &x.scales[8 * half + 2 * k..];
+                dot += sc[0] as i32 * s0 + sc[1] as i32 * s1;
+            }
+        }
+        dot
+    }
 }
 
 #[inline(always)]
@@ -41,13 +77,29 @@ fn arr32<T>(s: &[T]) -> &[T; 32] {
     s[..32].try_into().expect("32 elements")
 }
 
+/// The eight 6-bit scales and eight 6-bit mins of a Q4_K/Q5_K block
+/// (`scale_min_k4` for every run), unpacked four at a time in u32 words.
+#[inline(always)]
+pub(crate) fn k4_scales_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    let w = |i: usize| u32::from_le_bytes(packed[4 * i..4 * i + 4].try_into().expect("4 bytes"));
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let scales_lo = w0 & LOW6;
+    let scales_hi = (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4);
+    let mins_lo = w1 & LOW6;
+    let mins_hi = ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4);
+    let join = |lo: u32, hi: u32| (lo as u64 | (hi as u64) << 32).to_le_bytes();
+    (join(scales_lo, scales_hi), join(mins_lo, mins_hi))
+}
+
 /// Σ min_j × (sum of the 32 activations of sub-block j), from Q8_K's 16-sums.
 #[inline(always)]
 fn k4_mins(scales: &[u8; 12], y: &BlockQ8K) -> i32 {
+    let (_, mins) = k4_scales_mins(scales);
     (0..8)
-        .map(|j| {
-            scale_min_k4(j, scales).1 as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32)
-        })
+        .map(|j| mins[j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32))
         .sum()
 }
 
@@ -61,16 +113,7 @@ fn k4_mins(scales: &[u8; 12], y: &BlockQ8K) -> i32 {
 pub(crate) unsafe fn q4_k<D: IntDots>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
-        let mut dot = 0i32;
-        for c in 0..4 {
-            let (d0, d1) = D::nibble_dots(
-                arr32(&x.qs[32 * c..]),
-                arr32(&y.qs[64 * c..]),
-                arr32(&y.qs[64 * c + 32..]),
-            );
-            dot += scale_min_k4(2 * c, &x.scales).0 as i32 * d0
-                + scale_min_k4(2 * c + 1, &x.scales).0 as i32 * d1;
-        }
+        let dot = D::q4_k_scaled(x, y);
         sum +=
             x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * k4_mins(&x.scales, y) as f32;
     }
@@ -111,17 +154,7 @@ pub(crate) unsafe fn q5_k<D: IntDots>(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
 pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
-        let mut dot = 0i32;
-        for half in 0..2 {
-            let qh = arr32(&x.qh[32 * half..]);
-            for k in 0..4 {
-                let ql = arr32(&x.ql[64 * half + 32 * (k % 2)..]);
-                let a = arr32(&y.qs[128 * half + 32 * k..]);
-                let (s0, s1) = D::q6_dots(ql, k >= 2, qh, 2 * k as u32, a);
-                let sc = &x.scales[8 * half + 2 * k..];
-                dot += sc[0] as i32 * s0 + sc[1] as i32 * s1;
-            }
-        }
+        let dot = D::q6_k_scaled(x, y);
         sum += x.d.to_f32() * y.d * dot as f32;
     }
     sum
@@ -239,5 +272,34 @@ impl IntDots for ScalarDots {
         (0..16)
             .map(|j| level(q[j] & 0xF) * a[j] as i32 + level(q[j] >> 4) * a[j + 16] as i32)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    #[test]
+    fn word_unpacking_equals_scale_min_k4() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..1000 {
+            let mut packed = [0u8; 12];
+            for b in packed.iter_mut() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *b = state as u8;
+            }
+            let (scales, mins) = k4_scales_mins(&packed);
+            for j in 0..8 {
+                assert_eq!(
+                    (scales[j], mins[j]),
+                    scale_min_k4(j, &packed),
+                    "{packed:?} {j}"
+                );
+            }
+        }
     }
 }

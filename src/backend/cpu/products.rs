@@ -83,7 +83,10 @@ impl CpuProduct for BlockQ4_1 {
 
 impl CpuProduct for BlockQ5_0 {
     fn dots(k: &Kernels) -> Option<Dots<Self>> {
-        Dots::one(k.vec_dot_q5_0_q8_0)
+        Some(Dots {
+            dot: k.vec_dot_q5_0_q8_0,
+            dot4: k.vec_dot4_q5_0_q8_0,
+        })
     }
 }
 
