@@ -10,6 +10,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use common::{golden_path, model_path, read_file, sha256_hex};
 use lamina::gguf::GgufFile;
 use lamina::requantize::{plan, requantize, Target};
+use lamina::tensor::{convert, DType};
 
 fn check(target_name: &str) {
     let golden: serde_json::Value =
@@ -142,16 +143,15 @@ fn check_mixture(model: &str, source: &str, target: &str) {
     );
 }
 
-/// The k-quant and IQ4 mixtures (per-tensor types by role and layer) give
-/// the reference's files byte for byte: SmolLM2, whose 576-wide rows take
-/// the fallbacks (IQ4_XS's is IQ4_NL, so both non-linear quantizers are
-/// checked). Natively five, elsewhere Q4_K_M.
+/// The k-quant mixtures (per-tensor types by role and layer) give the
+/// reference's files byte for byte: SmolLM2, whose 576-wide rows take the
+/// fallbacks. Natively four, elsewhere Q4_K_M.
 #[test]
 fn k_quant_mixtures_like_llama_quantize() {
     let targets: &[&str] = if cfg!(target_arch = "x86_64") {
         // One per rule set (the others' goldens are checked by
         // make-goldens.sh's reruns; the test command's time is bounded).
-        &["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_S", "IQ4_XS"]
+        &["Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_S"]
     } else {
         &["Q4_K_M"]
     };
@@ -170,6 +170,52 @@ fn k_quant_mixtures_like_llama_quantize() {
         })
         .collect();
     assert_eq!(&down[..6], ["Q6_K", "Q6_K", "Q6_K", "Q4_K", "Q4_K", "Q6_K"]);
+}
+
+/// IQ4_XS on SmolLM2: every tensor's type is the reference's (its 576-wide
+/// rows fall back to IQ4_NL; attention V and the first ffn_down layers take
+/// other types), and tensors of each converted type have the reference's
+/// bytes. (The whole file is byte-identical too, see quantize.txt; the
+/// non-linear search makes converting all of it slow in a debug build.)
+#[test]
+fn iq4_xs_like_llama_quantize() {
+    let golden: serde_json::Value =
+        serde_json::from_slice(&read_file(&golden_path("families/smollm2-iq4_xs.json"))).unwrap();
+    let want = golden["tensors"].as_object().unwrap();
+    let file =
+        GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap();
+    let p = plan(&file, Target::from_name("IQ4_XS").unwrap()).unwrap();
+    assert_eq!(p.len(), want.len());
+    for t in &p {
+        assert_eq!(
+            t.to.name(),
+            want[&t.name][0].as_str().unwrap(),
+            "{}",
+            t.name
+        );
+    }
+    for name in [
+        "blk.0.attn_k.weight",   // IQ4_NL (576 wide)
+        "blk.5.ffn_down.weight", // IQ4_XS
+        "blk.0.ffn_down.weight", // Q5_K (first eighth of ffn_down)
+    ] {
+        let t = p.iter().find(|t| t.name == name).unwrap();
+        let info = file.tensor(name).unwrap();
+        let from = DType::of_tensor(info.ggml_type, name).unwrap();
+        let values = convert::to_f32(
+            from,
+            file.tensor_data(info).unwrap(),
+            info.n_elements() as usize,
+        )
+        .unwrap();
+        let to = DType::of_tensor(t.to, name).unwrap();
+        let bytes = convert::from_f32(to, &values).unwrap();
+        assert_eq!(
+            sha256_hex(&bytes),
+            want[name][1].as_str().unwrap(),
+            "{name} as {to}"
+        );
+    }
 }
 
 /// Gemma 3 270M: Q3_K_M and Q5_K_M are the reference's. Natively (a 250 MB

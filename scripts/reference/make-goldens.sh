@@ -41,6 +41,23 @@ quantize_golden() { # source name targets...
     quantize_golden "$1" gemma3-270m-q4_k_m Q2_K Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS
   fi
 } > "$out/quantize.txt"
+# Per-tensor types and data sha256 of the reference's SmolLM2 IQ4_XS file
+# (its 576-wide rows fall back to IQ4_NL), so a test can check the plan and a
+# few tensors without the whole file's slow search.
+"$build/bin/llama-quantize" --allow-requantize models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  "$tmp/q.gguf" IQ4_XS 2 > "$tmp/q.log" 2>&1 || { cat "$tmp/q.log" >&2; exit 1; }
+cargo run --release -q -- info "$tmp/q.gguf" --json > "$tmp/q.json"
+python3 - "$tmp/q.gguf" "$tmp/q.json" "$out/smollm2-iq4_xs.json" <<'PY'
+import hashlib, json, sys
+gguf, info, out = sys.argv[1:4]
+d = json.load(open(info))
+data = open(gguf, "rb").read()
+base = d["data_offset"]
+tensors = {t["name"]: [t["type"], hashlib.sha256(data[base + t["offset"]:base + t["offset"] + t["bytes"]]).hexdigest()]
+           for t in d["tensors"]}
+json.dump({"command": "llama-quantize --allow-requantize SmolLM2-135M-Instruct.Q4_1.gguf OUT IQ4_XS 2",
+           "file_sha256": hashlib.sha256(data).hexdigest(), "tensors": tensors}, open(out, "w"), indent=0)
+PY
 echo "goldens: quantize" >&2
 
 prompt='The quick brown fox jumps over the lazy dog, then counts: 1, 2, 3, 42. Sliding windows!'

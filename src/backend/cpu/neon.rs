@@ -28,6 +28,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_q4_1_q8_1,
         vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
         vec_dot_q5_0_q8_0,
+        vec_dot4_q5_0_q8_0: Some(vec_dot4_q5_0_q8_0),
         vec_dot_q5_1_q8_1,
         vec_dot_q8_0_q8_0,
         vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
@@ -188,6 +189,12 @@ fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
             (q5_dot(&x.qs, x.qh, &y.qs, 16), fp16(x.d), fp16(y.d))
         })
     }
+}
+fn vec_dot4_q5_0_q8_0(x: &[BlockQ5_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    super::scalar::check_dot4(x, &y);
+    // SAFETY: NEON only (always present); typed blocks, indexed with bounds
+    // checks; lengths checked above.
+    unsafe { q5_0_sum4(x, y) }
 }
 fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     super::scalar::check_dot(x, y);
@@ -1182,6 +1189,48 @@ unsafe fn round_scaled_q8_k(x: &[f32; QK_K], iscale: f32, q: &mut [i8; QK_K]) {
 /// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
 unsafe fn q5_dot(qs: &[u8; 16], qh: [u8; 4], y: &[i8; 32], offset: i8) -> i32 {
+    let (v0, v1) = q5_values(qs, qh, offset);
+    vaddvq_s32(vaddq_s32(
+        dot16(v0, vld1q_s8(y.as_ptr())),
+        dot16(v1, vld1q_s8(y.as_ptr().add(16))),
+    ))
+}
+
+/// `vec_dot_q5_0_q8_0` for four activation rows: each weight block's
+/// five-bit values are assembled once; per row the integer sum and the
+/// float operations are `dot_blocks`'s, so each result equals the one-row
+/// kernel's bit for bit.
+///
+/// # Safety
+/// NEON only (always present). Any lengths: blocks are indexed with bounds
+/// checks up to the shortest row.
+#[inline(always)]
+unsafe fn q5_0_sum4(x: &[BlockQ5_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+    let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+    let mut sum = [0.0f32; 4];
+    for b in 0..n {
+        let xb = &x[b];
+        let (v0, v1) = q5_values(&xb.qs, xb.qh, 16);
+        let dx = fp16(xb.d);
+        for r in 0..4 {
+            let yb = &y[r][b];
+            let sumi = vaddvq_s32(vaddq_s32(
+                dot16(v0, vld1q_s8(yb.qs.as_ptr())),
+                dot16(v1, vld1q_s8(yb.qs.as_ptr().add(16))),
+            ));
+            sum[r] += sumi as f32 * dx * fp16(yb.d);
+        }
+    }
+    sum
+}
+
+/// The 32 values of a Q5 block as two vectors of i8: nibbles plus 16 where
+/// the value's bit in `qh` is set, minus `offset`.
+///
+/// # Safety
+/// NEON only (always present): no requirement beyond the arguments' types.
+#[inline(always)]
+unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4], offset: i8) -> (int8x16_t, int8x16_t) {
     let (lo, hi) = nibbles(qs);
     // Byte j of each half takes byte j/8 of its 16 qh bits, then tests bit j%8.
     let bits = vld1q_u8([1u8, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128].as_ptr());
@@ -1189,10 +1238,8 @@ unsafe fn q5_dot(qs: &[u8; 16], qh: [u8; 4], y: &[i8; 32], offset: i8) -> i32 {
     let h0 = vandq_u8(vtstq_u8(spread(qh[0], qh[1]), bits), vdupq_n_u8(0x10));
     let h1 = vandq_u8(vtstq_u8(spread(qh[2], qh[3]), bits), vdupq_n_u8(0x10));
     let off = vdupq_n_s8(offset);
-    let v0 = vsubq_s8(vorrq_s8(lo, vreinterpretq_s8_u8(h0)), off);
-    let v1 = vsubq_s8(vorrq_s8(hi, vreinterpretq_s8_u8(h1)), off);
-    vaddvq_s32(vaddq_s32(
-        dot16(v0, vld1q_s8(y.as_ptr())),
-        dot16(v1, vld1q_s8(y.as_ptr().add(16))),
-    ))
+    (
+        vsubq_s8(vorrq_s8(lo, vreinterpretq_s8_u8(h0)), off),
+        vsubq_s8(vorrq_s8(hi, vreinterpretq_s8_u8(h1)), off),
+    )
 }
