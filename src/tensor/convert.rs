@@ -72,8 +72,8 @@ pub fn dequantize(dtype: DType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
     })
 }
 
-/// Whether `quantize` can produce this type (lamina has no quantizer for
-/// Q2_K and Q3_K yet; it reads them).
+/// Whether `quantize` can produce this type (every type lamina reads has a
+/// quantizer today; a type added with `QUANTIZE: None` would be read only).
 pub fn can_quantize(dtype: DType) -> bool {
     with_quant_type!(dtype, T => T::QUANTIZE.is_some(), float => true)
 }
