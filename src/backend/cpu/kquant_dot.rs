@@ -1,8 +1,10 @@
 //! The k-quant dot products (Q2_K to Q6_K with Q8_K), written once over a
 //! small set of exact integer primitives (`IntDots`) that each instruction set
-//! implements. Integer results are exact and the float combination is this
-//! one code, so every variant's k-quant kernels equal the scalar ones bit for
-//! bit.
+//! implements (the IQ4 products in `iq4_dot.rs` use the same trait). An
+//! instruction set may also override a whole block's integer sum (Q4_K,
+//! Q6_K) to keep it in vector lanes. Integer results are exact and the float
+//! combination is this one code, so every variant's k-quant kernels equal the
+//! scalar ones bit for bit.
 
 use crate::tensor::blocks::*;
 use crate::tensor::quants::q3_k::q3_k_scales;
