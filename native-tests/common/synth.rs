@@ -72,6 +72,29 @@ const BASE: Synth = Synth {
     u32_keys: &[],
 };
 
+/// Gemma 3: six layers, a window of 8 on two layers in three, Q/K norms and
+/// post-norms (the IQ4_XS family takes the same shape).
+const GEMMA3: Synth = Synth {
+    name: "gemma3",
+    arch: "gemma3",
+    vocab: "ggml-vocab-llama-spm.gguf",
+    weights: GgmlType::Q4_0,
+    n_layer: 6,
+    head_dim: 128,
+    n_head_kv: 1,
+    qk_norm: true,
+    post_norms: true,
+    keys: &[
+        ("rope.freq_base", 1000000.0),
+        ("rope.freq_base_swa", 10000.0),
+    ],
+    u32_keys: &[
+        ("attention.sliding_window", 8),
+        ("attention.sliding_window_pattern", 3),
+    ],
+    ..BASE
+};
+
 /// The families the reference's goldens cover.
 pub const FAMILIES: &[Synth] = &[
     Synth {
@@ -101,26 +124,7 @@ pub const FAMILIES: &[Synth] = &[
         keys: &[("rope.freq_base", 1000000.0)],
         ..BASE
     },
-    Synth {
-        name: "gemma3",
-        arch: "gemma3",
-        vocab: "ggml-vocab-llama-spm.gguf",
-        weights: GgmlType::Q4_0,
-        n_layer: 6,
-        head_dim: 128,
-        n_head_kv: 1,
-        qk_norm: true,
-        post_norms: true,
-        keys: &[
-            ("rope.freq_base", 1000000.0),
-            ("rope.freq_base_swa", 10000.0),
-        ],
-        u32_keys: &[
-            ("attention.sliding_window", 8),
-            ("attention.sliding_window_pattern", 3),
-        ],
-        ..BASE
-    },
+    GEMMA3,
     Synth {
         name: "smollm3",
         arch: "smollm3",
@@ -180,24 +184,10 @@ pub const FAMILIES: &[Synth] = &[
     },
     Synth {
         name: "gemma3-iq4_xs",
-        arch: "gemma3",
-        vocab: "ggml-vocab-llama-spm.gguf",
         weights: GgmlType::IQ4_XS,
         embedding: GgmlType::IQ4_XS,
         n_layer: 3,
-        head_dim: 128,
-        n_head_kv: 1,
-        qk_norm: true,
-        post_norms: true,
-        keys: &[
-            ("rope.freq_base", 1000000.0),
-            ("rope.freq_base_swa", 10000.0),
-        ],
-        u32_keys: &[
-            ("attention.sliding_window", 8),
-            ("attention.sliding_window_pattern", 3),
-        ],
-        ..BASE
+        ..GEMMA3
     },
     Synth {
         name: "llama-bf16",

@@ -531,6 +531,23 @@ unsafe fn madd_u8_i8(u: __m256i, s: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
 }
 
+/// 32 six-bit Q6_K values (0..63): the high or low nibbles of `ql`, with
+/// bits `shift` and `shift + 1` of `qh` above them.
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q6_values(ql: __m256i, high: bool, qh: __m256i, shift: u32) -> __m256i {
+    let nib = if high { _mm256_srli_epi16(ql, 4) } else { ql };
+    let nib = _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
+    let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(shift as i32));
+    _mm256_or_si256(
+        nib,
+        _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(3)), 4),
+    )
+}
+
 struct Avx2Dots;
 
 // The methods' safety contract is the trait's: call them only where the CPU
@@ -562,19 +579,12 @@ impl IntDots for Avx2Dots {
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn q6_k_scaled(x: &BlockQ6K, y: &BlockQ8K) -> i32 {
-        let m = _mm256_set1_epi8(0x0F);
-        let three = _mm256_set1_epi8(3);
         let mut acc = _mm256_setzero_si256();
         for half in 0..2 {
             let qh = _mm256_loadu_si256(x.qh.as_ptr().add(32 * half).cast());
             for k in 0..4 {
                 let l = _mm256_loadu_si256(x.ql.as_ptr().add(64 * half + 32 * (k % 2)).cast());
-                let nib = if k >= 2 { _mm256_srli_epi16(l, 4) } else { l };
-                let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k as i32));
-                let q = _mm256_or_si256(
-                    _mm256_and_si256(nib, m),
-                    _mm256_slli_epi16(_mm256_and_si256(h, three), 4),
-                );
+                let q = q6_values(l, k >= 2, qh, 2 * k as u32);
                 let a = _mm256_loadu_si256(y.qs.as_ptr().add(128 * half + 32 * k).cast());
                 // (q − 32)·a in i16 pairs: q·a − 32·a, both inside i16.
                 let d = _mm256_sub_epi16(
@@ -646,16 +656,13 @@ impl IntDots for Avx2Dots {
         shift: u32,
         a: &[i8; 32],
     ) -> (i32, i32) {
-        let l = _mm256_loadu_si256(ql.as_ptr().cast());
-        let nib = if high { _mm256_srli_epi16(l, 4) } else { l };
-        let nib = _mm256_and_si256(nib, _mm256_set1_epi8(0x0F));
-        let h = _mm256_srl_epi16(
+        let q = q6_values(
+            _mm256_loadu_si256(ql.as_ptr().cast()),
+            high,
             _mm256_loadu_si256(qh.as_ptr().cast()),
-            _mm_cvtsi32_si128(shift as i32),
+            shift,
         );
-        let h = _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi8(3)), 4);
         // Unsigned q (0..63) times a, minus 32 × Σa, per 16-value half.
-        let q = _mm256_or_si256(nib, h);
         let av = _mm256_loadu_si256(a.as_ptr().cast());
         let prod = madd_u8_i8(q, av);
         let sums = madd_u8_i8(_mm256_set1_epi8(32), av);

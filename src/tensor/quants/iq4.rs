@@ -2,6 +2,8 @@
 //! denser near zero, and ggml's scale search over them (without an importance
 //! matrix, as `llama-quantize` runs it when none is given).
 
+use super::rounding::{inverse, signed_absmax};
+
 /// The levels a 4-bit index selects (ggml's `kvalues_iq4nl`).
 pub const IQ4_LEVELS: [i8; 16] = [
     -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
@@ -71,13 +73,7 @@ fn fit(x: &[f32], id: f32) -> (f32, f32) {
 /// then `2·TRIES + 1` inverse scales around the grid's end, keeping the one
 /// with the smallest weighted error. Zero for a run of (near) zeros.
 pub(super) fn best_scale(x: &[f32]) -> f32 {
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }
@@ -100,7 +96,7 @@ pub(super) fn best_scale(x: &[f32]) -> f32 {
 /// The indices of `x` on the grid scaled by `d` (level 8, the one nearest
 /// zero, for a zero scale).
 pub(super) fn indices(x: &[f32], d: f32, l: &mut [u8]) {
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let id = inverse(d);
     for (l, &v) in l.iter_mut().zip(x) {
         *l = nearest_level(id * v);
     }

@@ -44,17 +44,13 @@ pub fn quantize(x: &[f32], y: &mut [BlockIQ4XS]) {
     let mut l = [0u8; 32];
     for (x, b) in x.chunks_exact(QK_K).zip(y) {
         let mut scales = [0.0f32; QK_K / 32];
-        let (mut max_scale, mut amax_scale) = (0.0f32, 0.0f32);
         for (s, run) in scales.iter_mut().zip(x.chunks_exact(32)) {
             *s = best_scale(run);
-            if s.abs() > amax_scale {
-                amax_scale = s.abs();
-                max_scale = *s;
-            }
         }
+        let (max_scale, _) = signed_absmax(&scales);
         let d = -max_scale / 32.0;
         b.d = f16::from_f32(d);
-        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let id = inverse(d);
         b.scales_h = 0;
         b.scales_l = [0; QK_K / 64];
         for (ib, run) in x.chunks_exact(32).enumerate() {
