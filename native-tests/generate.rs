@@ -166,7 +166,8 @@ fn every_variant_at_one_and_two_threads() {
 
 /// Perplexity on the golden text: llama-perplexity's chunking and scoring,
 /// within the golden README's 1% (quantized). Natively the whole text (31
-/// chunks); elsewhere the first 2 chunks against llama.cpp's running value.
+/// chunks); in wasm the first 2 chunks against llama.cpp's running value
+/// (not under emulation: see `AARCH64_EMULATION_SKIP` in scripts/env.sh).
 #[test]
 fn perplexity_q4_1() {
     let golden: serde_json::Value =

@@ -17,9 +17,11 @@ AARCH64_CPUS=(cortex-a53 neoverse-n1 "max,sve=off" "max,sve128=on" "max,sve256=o
 AARCH64_FULL_CPU="max,sve256=on"
 # Tests the full model skips: they check logic above the kernels (batching,
 # truncation, context shift, stop strings, samplers, the allocation count,
-# a whole-file k-quant mixture: scalar quantizers), the same code on every
-# target, run natively and in wasm; under emulation each costs a minute or
-# more. Every golden forward pass still runs.
+# a whole-file k-quant mixture: scalar quantizers; free-running completions
+# through the completion API and perplexity's multi-sequence batches: the
+# golden gates check the same forward passes teacher-forced), the same code
+# on every target, run natively and in wasm; under emulation each costs a
+# minute or more. Every golden forward pass still runs.
 AARCH64_EMULATION_SKIP=(
   decoding_allocates_nothing_per_token
   bad_inputs_are_clear_errors sequences_in_one_batch_equal_separate_runs
@@ -27,7 +29,8 @@ AARCH64_EMULATION_SKIP=(
   stop_strings_end_the_text_and_are_never_emitted chat_messages_use_the_model_template
   end_of_generation_and_ignore_eos seeded_sampling_is_reproducible
   run_sampler_options bench_json_has_llama_bench_keys
-  k_quant_mixtures_like_llama_quantize
+  k_quant_mixtures_like_llama_quantize greedy_completions_follow_llama_cpp
+  perplexity_q4_1
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"
