@@ -878,37 +878,50 @@ unsafe fn vec_dot_q4_1_q8_1_impl(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
 }
 
 /// `sum_blocks` for one weight row and four activation rows: `prep` decodes a
-/// weight block once, `term` meets it with each activation block. Per row the
-/// accumulators and their order are `sum_blocks`'s, so each result equals the
-/// one-row kernel's bit for bit.
+/// weight block once, `term` meets it with each activation block; the scale
+/// of a pair of blocks is the product of their f16 scales `d` (the one-row
+/// kernels' `scale`). Per row the accumulators and their order are
+/// `sum_blocks`'s, so each result equals the one-row kernel's bit for bit.
 ///
 /// # Safety
-/// As `sum_blocks`. Any lengths: blocks are indexed with bounds checks
-/// up to the shortest row.
+/// As `sum_blocks`, with f16c. Any lengths: every row is cut to the
+/// shortest one.
 #[inline(always)]
 unsafe fn sum_blocks4<X, Y, P>(
     x: &[X],
     y: [&[Y]; 4],
     prep: impl Fn(&X) -> P,
-    scale: impl Fn(&X, &Y) -> f32,
+    d: (impl Fn(&X) -> half::f16, impl Fn(&Y) -> half::f16),
     term: impl Fn(&P, &Y) -> __m256,
     extra: impl Fn(&X, &Y) -> f32,
 ) -> [f32; 4] {
     let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+    // Cut to the common length, so the compiler drops the bounds checks.
+    let (x, y) = (&x[..n], y.map(|r| &r[..n]));
     let mut acc = [[_mm256_setzero_ps(); 2]; 4];
     let mut more = [[0.0f32; 2]; 4];
+    let mut scales = [0.0f32; 4];
     // Two blocks per step so each accumulator index is known at compile time
     // (a run-time index would keep the accumulators in memory). A macro, not
     // a closure: a closure here would not inherit the caller's target
-    // features, and its intrinsics would become calls.
+    // features, and its intrinsics would become calls. The four rows'
+    // scales `d(x) × d(y)` are made in one vector (the same products as one
+    // at a time) and each is broadcast from memory (a load, no shuffle).
     macro_rules! step {
         ($b:expr, $k:expr) => {{
             let xb = &x[$b];
             let p = prep(xb);
+            let yd = |r: usize| d.1(&y[r][$b]).to_bits() as i64;
+            let packed = yd(0) | yd(1) << 16 | yd(2) << 32 | yd(3) << 48;
+            let dy = _mm_cvtph_ps(_mm_cvtsi64_si128(packed));
+            _mm_storeu_ps(scales.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps(fp16(d.0(xb))), dy));
             for r in 0..4 {
                 let yb = &y[r][$b];
-                acc[r][$k] =
-                    _mm256_fmadd_ps(_mm256_set1_ps(scale(xb, yb)), term(&p, yb), acc[r][$k]);
+                acc[r][$k] = _mm256_fmadd_ps(
+                    _mm256_broadcast_ss(&scales[r]),
+                    term(&p, yb),
+                    acc[r][$k],
+                );
                 more[r][$k] += extra(xb, yb);
             }
         }};
@@ -940,7 +953,7 @@ unsafe fn vec_dot4_q8_0_q8_0_impl(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32
             let q = _mm256_loadu_si256(x.qs.as_ptr().cast());
             (_mm256_sign_epi8(q, q), q)
         },
-        |x, y| fp16(x.d) * fp16(y.d),
+        (|x: &BlockQ8_0| x.d, |y: &BlockQ8_0| y.d),
         |&(abs, q), y| {
             let yq = _mm256_loadu_si256(y.qs.as_ptr().cast());
             dot_u8_i8(abs, _mm256_sign_epi8(yq, q))
@@ -962,7 +975,7 @@ unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32
         x,
         y,
         |x| nibbles(&x.qs),
-        |x, y| fp16(x.d) * fp16(y.d),
+        (|x: &BlockQ4_1| x.d, |y: &BlockQ8_1| y.d),
         |&q, y| dot_u8_i8(q, _mm256_loadu_si256(y.qs.as_ptr().cast())),
         |x, y| fp16(x.m) * fp16(y.s),
     )
@@ -976,6 +989,29 @@ unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    _mm256_or_si256(nibbles(qs), _mm256_and_si256(q5_high_set(qh), _mm256_set1_epi8(0x10)))
+}
+
+/// The 32 values of a Q5_0 block less 16 (-16..15): a value whose high bit
+/// is clear is its nibble minus 16, which in two's complement is the nibble
+/// with the top four bits set.
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q5_signed(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
+    let clear = _mm256_andnot_si256(q5_high_set(qh), _mm256_set1_epi8(0xF0u8 as i8));
+    _mm256_or_si256(nibbles(qs), clear)
+}
+
+/// 0xFF in byte j where bit j of `qh` (the fifth bits of a Q5 block) is set.
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn q5_high_set(qh: [u8; 4]) -> __m256i {
     let h = _mm256_set1_epi32(i32::from_le_bytes(qh));
     // Byte j takes byte j/8 of qh, then tests bit j%8.
     let spread = _mm256_shuffle_epi8(
@@ -988,8 +1024,7 @@ unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
         ),
     );
     let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
-    let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
-    _mm256_or_si256(nibbles(qs), _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
+    _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit)
 }
 
 /// # Safety
@@ -1001,8 +1036,7 @@ unsafe fn vec_dot_q5_0_q8_0_impl(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         y,
         |x, y| fp16(x.d) * fp16(y.d),
         |x, y| {
-            let qx = _mm256_sub_epi8(q5_values(&x.qs, x.qh), _mm256_set1_epi8(16));
-            dot_i8_i8(qx, _mm256_loadu_si256(y.qs.as_ptr().cast()))
+            dot_i8_i8(q5_signed(&x.qs, x.qh), _mm256_loadu_si256(y.qs.as_ptr().cast()))
         },
         |_, _| 0.0,
     )
@@ -1021,10 +1055,10 @@ unsafe fn vec_dot4_q5_0_q8_0_impl(x: &[BlockQ5_0], y: [&[BlockQ8_0]; 4]) -> [f32
         x,
         y,
         |x| {
-            let q = _mm256_sub_epi8(q5_values(&x.qs, x.qh), _mm256_set1_epi8(16));
+            let q = q5_signed(&x.qs, x.qh);
             (_mm256_sign_epi8(q, q), q)
         },
-        |x, y| fp16(x.d) * fp16(y.d),
+        (|x: &BlockQ5_0| x.d, |y: &BlockQ8_0| y.d),
         |&(abs, q), y| {
             let yq = _mm256_loadu_si256(y.qs.as_ptr().cast());
             dot_u8_i8(abs, _mm256_sign_epi8(yq, q))
