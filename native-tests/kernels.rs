@@ -258,9 +258,9 @@ fn check_dot4<X: Block + Copy, Y: Block + Copy>(
             continue;
         };
         for blocks in [1, 2, 3, 8, 18] {
-            let x = weights(&random_values(&mut rng, blocks * 32));
+            let x = weights(&random_values(&mut rng, blocks * X::ELEMENTS));
             let ys: Vec<Vec<Y>> = (0..4)
-                .map(|_| acts(&k, &random_values(&mut rng, blocks * 32)))
+                .map(|_| acts(&k, &random_values(&mut rng, blocks * X::ELEMENTS)))
                 .collect();
             let got = dot4(&x, [&ys[0], &ys[1], &ys[2], &ys[3]]);
             for r in 0..4 {
@@ -297,6 +297,18 @@ fn four_row_dots_equal_four_vec_dots() {
         |k| k.vec_dot_q5_0_q8_0,
         |x| quantized(x, lamina::tensor::quants::q5_0::quantize),
         |k, x| quantized(x, k.quantize_q8_0),
+    ) + check_dot4(
+        "q4_k",
+        |k| k.vec_dot4_q4_k_q8_k,
+        |k| k.vec_dot_q4_k_q8_k,
+        |x| quantized(x, lamina::tensor::quants::q4_k::quantize),
+        |k, x| quantized(x, k.quantize_q8_k),
+    ) + check_dot4(
+        "q6_k",
+        |k| k.vec_dot4_q6_k_q8_k,
+        |k| k.vec_dot_q6_k_q8_k,
+        |x| quantized(x, lamina::tensor::quants::q6_k::quantize),
+        |k, x| quantized(x, k.quantize_q8_k),
     );
     // Every SIMD variant has at least its Q4_1 one.
     let simd = variants()

@@ -286,6 +286,16 @@ pub fn run(
             cols,
             t,
         ));
+        results.extend(bench_dot4(
+            filter,
+            "dot4 q4_K·q8_K",
+            variant,
+            k.vec_dot4_q4_k_q8_k,
+            &w4k,
+            &x8k,
+            cols,
+            t,
+        ));
         results.extend(bench_dot(
             filter,
             "q5_K·q8_K",
@@ -301,6 +311,16 @@ pub fn run(
             "q6_K·q8_K",
             variant,
             k.vec_dot_q6_k_q8_k,
+            &w6k,
+            &x8k,
+            cols,
+            t,
+        ));
+        results.extend(bench_dot4(
+            filter,
+            "dot4 q6_K·q8_K",
+            variant,
+            k.vec_dot4_q6_k_q8_k,
             &w6k,
             &x8k,
             cols,

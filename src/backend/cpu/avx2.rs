@@ -37,8 +37,10 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_f16,
         tile_f16: Some(tile_f16),
         vec_dot_q4_k_q8_k,
+        vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
+        vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
         vec_dot_q2_k_q8_k,
         vec_dot_q3_k_q8_k,
         vec_dot_iq4_nl_q8_0,
@@ -392,6 +394,15 @@ fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     // fma and f16c; lengths checked above.
     unsafe { q4_k_impl(x, y) }
 }
+fn vec_dot4_q4_k_q8_k(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; any lengths (the shortest row counts).
+    unsafe { q4_k4_impl(x, y) }
+}
+fn vec_dot4_q6_k_q8_k(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    // SAFETY: as `vec_dot4_q4_k_q8_k`.
+    unsafe { q6_k4_impl(x, y) }
+}
 fn gemm_q4_0_x8i8(
     group: &[BlockQ4_0x8],
     x: &[BlockQ8_0],
@@ -497,6 +508,18 @@ unsafe fn q4_k_impl(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
 /// # Safety
 /// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k4_impl(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    kquant_dot::q4_k4::<Avx2Dots>(x, y)
+}
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k4_impl(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    kquant_dot::q6_k4::<Avx2Dots>(x, y)
+}
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_impl(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     kquant_dot::q5_k::<Avx2Dots>(x, y)
 }
@@ -574,6 +597,63 @@ impl IntDots for Avx2Dots {
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(hi, _mm256_set1_epi16(s1)));
         }
         hsum_i32(acc)
+    }
+
+    // Each weight chunk's nibbles and its two scales are made once for the
+    // four activation rows.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn q4_k_scaled4(x: &BlockQ4K, y: [&BlockQ8K; 4]) -> [i32; 4] {
+        let m = _mm256_set1_epi8(0x0F);
+        let (scales, _) = kquant_dot::k4_scales_mins(&x.scales);
+        let mut acc = [_mm256_setzero_si256(); 4];
+        for c in 0..4 {
+            let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast());
+            let (lo, hi) = (_mm256_and_si256(q, m), _mm256_and_si256(_mm256_srli_epi16(q, 4), m));
+            let s0 = _mm256_set1_epi16(scales[2 * c] as i16);
+            let s1 = _mm256_set1_epi16(scales[2 * c + 1] as i16);
+            for r in 0..4 {
+                let a = _mm256_loadu_si256(y[r].qs.as_ptr().add(64 * c).cast());
+                let b = _mm256_loadu_si256(y[r].qs.as_ptr().add(64 * c + 32).cast());
+                let lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a), s0);
+                let hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, b), s1);
+                acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(lo, hi));
+            }
+        }
+        [hsum_i32(acc[0]), hsum_i32(acc[1]), hsum_i32(acc[2]), hsum_i32(acc[3])]
+    }
+
+    // Each weight chunk's six-bit values (0..63) are made once; the − 32
+    // comes last, from Q8_K's 16-value sums: Σ_j scale_j × 32 × Σ run j
+    // (run j of 16 values is the activations' 16-sum j). Same integers.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn q6_k_scaled4(x: &BlockQ6K, y: [&BlockQ8K; 4]) -> [i32; 4] {
+        let mut acc = [_mm256_setzero_si256(); 4];
+        for half in 0..2 {
+            let qh = _mm256_loadu_si256(x.qh.as_ptr().add(32 * half).cast());
+            for k in 0..4 {
+                let l = _mm256_loadu_si256(x.ql.as_ptr().add(64 * half + 32 * (k % 2)).cast());
+                let q = q6_values(l, k >= 2, qh, 2 * k as u32);
+                let sc = &x.scales[8 * half + 2 * k..];
+                let scale =
+                    _mm256_set_m128i(_mm_set1_epi16(sc[1] as i16), _mm_set1_epi16(sc[0] as i16));
+                for r in 0..4 {
+                    let a = _mm256_loadu_si256(y[r].qs.as_ptr().add(128 * half + 32 * k).cast());
+                    // q·a pairs: at most 2·63·127, inside i16.
+                    let d = _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), scale);
+                    acc[r] = _mm256_add_epi32(acc[r], d);
+                }
+            }
+        }
+        let mut out = [0i32; 4];
+        for r in 0..4 {
+            let runs: i32 = (0..16)
+                .map(|j| x.scales[j] as i32 * y[r].bsums[j] as i32)
+                .sum();
+            out[r] = hsum_i32(acc[r]) - 32 * runs;
+        }
+        out
     }
 
     #[target_feature(enable = "avx2")]

@@ -56,8 +56,13 @@ pub struct Kernels {
     /// Where a variant has one; else products loop over `vec_dot_q8_0_q8_0`.
     pub vec_dot4_q8_0_q8_0: Option<VecDot4Fn<BlockQ8_0, BlockQ8_0>>,
     pub vec_dot_q4_k_q8_k: VecDotFn<BlockQ4K, BlockQ8K>,
+    /// Where a variant decodes a weight block once for four activation
+    /// rows; else products loop over `vec_dot_q4_k_q8_k`.
+    pub vec_dot4_q4_k_q8_k: Option<VecDot4Fn<BlockQ4K, BlockQ8K>>,
     pub vec_dot_q5_k_q8_k: VecDotFn<BlockQ5K, BlockQ8K>,
     pub vec_dot_q6_k_q8_k: VecDotFn<BlockQ6K, BlockQ8K>,
+    /// As `vec_dot4_q4_k_q8_k`.
+    pub vec_dot4_q6_k_q8_k: Option<VecDot4Fn<BlockQ6K, BlockQ8K>>,
     pub vec_dot_q2_k_q8_k: VecDotFn<BlockQ2K, BlockQ8K>,
     pub vec_dot_q3_k_q8_k: VecDotFn<BlockQ3K, BlockQ8K>,
     pub vec_dot_iq4_nl_q8_0: VecDotFn<BlockIQ4NL, BlockQ8_0>,
@@ -109,8 +114,10 @@ impl Kernels {
             vec_dot_q8_0_q8_0: scalar::vec_dot_q8_0_q8_0,
             vec_dot4_q8_0_q8_0: None,
             vec_dot_q4_k_q8_k: scalar::vec_dot_q4_k_q8_k,
+            vec_dot4_q4_k_q8_k: None,
             vec_dot_q5_k_q8_k: scalar::vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k: scalar::vec_dot_q6_k_q8_k,
+            vec_dot4_q6_k_q8_k: None,
             vec_dot_q2_k_q8_k: scalar::vec_dot_q2_k_q8_k,
             vec_dot_q3_k_q8_k: scalar::vec_dot_q3_k_q8_k,
             vec_dot_iq4_nl_q8_0: scalar::vec_dot_iq4_nl_q8_0,

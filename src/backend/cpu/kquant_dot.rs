@@ -55,6 +55,30 @@ pub(crate) trait IntDots {
         dot
     }
 
+    /// `q4_k_scaled` for one weight block and four activation blocks; an
+    /// instruction set may override it to decode the weight block once.
+    #[inline(always)]
+    unsafe fn q4_k_scaled4(x: &BlockQ4K, y: [&BlockQ8K; 4]) -> [i32; 4] {
+        [
+            Self::q4_k_scaled(x, y[0]),
+            Self::q4_k_scaled(x, y[1]),
+            Self::q4_k_scaled(x, y[2]),
+            Self::q4_k_scaled(x, y[3]),
+        ]
+    }
+
+    /// `q6_k_scaled` for one weight block and four activation blocks;
+    /// overridable as `q4_k_scaled4`.
+    #[inline(always)]
+    unsafe fn q6_k_scaled4(x: &BlockQ6K, y: [&BlockQ8K; 4]) -> [i32; 4] {
+        [
+            Self::q6_k_scaled(x, y[0]),
+            Self::q6_k_scaled(x, y[1]),
+            Self::q6_k_scaled(x, y[2]),
+            Self::q6_k_scaled(x, y[3]),
+        ]
+    }
+
     /// A Q6_K block's Σ scale_j × ((its quants − 32) · the activations of
     /// run j of 16); overridable as `q4_k_scaled`.
     #[inline(always)]
@@ -99,10 +123,22 @@ pub(crate) fn k4_scales_mins(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 /// Σ min_j × (sum of the 32 activations of sub-block j), from Q8_K's 16-sums.
 #[inline(always)]
 fn k4_mins(scales: &[u8; 12], y: &BlockQ8K) -> i32 {
-    let (_, mins) = k4_scales_mins(scales);
+    mins_dot(&k4_scales_mins(scales).1, y)
+}
+
+/// `k4_mins` with the mins unpacked.
+#[inline(always)]
+fn mins_dot(mins: &[u8; 8], y: &BlockQ8K) -> i32 {
     (0..8)
         .map(|j| mins[j] as i32 * (y.bsums[2 * j] as i32 + y.bsums[2 * j + 1] as i32))
         .sum()
+}
+
+/// The blocks of four activation rows cut to the shortest of them and `n`.
+#[inline(always)]
+fn rows4<'a>(n: usize, y: [&'a [BlockQ8K]; 4]) -> (usize, [&'a [BlockQ8K]; 4]) {
+    let n = y.iter().fold(n, |n, r| n.min(r.len()));
+    (n, y.map(|r| &r[..n]))
 }
 
 /// Q4_K · Q8_K.
@@ -118,6 +154,29 @@ pub(crate) unsafe fn q4_k<D: IntDots>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         let dot = D::q4_k_scaled(x, y);
         sum +=
             x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * k4_mins(&x.scales, y) as f32;
+    }
+    sum
+}
+
+/// `q4_k` for four activation rows: the weight block's scales are unpacked
+/// once and its quants may be decoded once (`IntDots::q4_k_scaled4`); per
+/// row the integer sums are exact and the float combination is `q4_k`'s, so
+/// each result equals `q4_k`'s bit for bit.
+///
+/// # Safety
+/// As `q4_k`. Any lengths: the shortest row counts.
+#[inline(always)]
+pub(crate) unsafe fn q4_k4<D: IntDots>(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    let (n, y) = rows4(x.len(), y);
+    let mut sum = [0.0f32; 4];
+    for (b, x) in x[..n].iter().enumerate() {
+        let yb = y.map(|r| &r[b]);
+        let dots = D::q4_k_scaled4(x, yb);
+        let (_, mins) = k4_scales_mins(&x.scales);
+        let (d, dmin) = (x.d.to_f32(), x.dmin.to_f32());
+        for r in 0..4 {
+            sum[r] += d * yb[r].d * dots[r] as f32 - dmin * yb[r].d * mins_dot(&mins, yb[r]) as f32;
+        }
     }
     sum
 }
@@ -158,6 +217,25 @@ pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     for (x, y) in x.iter().zip(y) {
         let dot = D::q6_k_scaled(x, y);
         sum += x.d.to_f32() * y.d * dot as f32;
+    }
+    sum
+}
+
+/// `q6_k` for four activation rows, as `q4_k4` is for `q4_k` (bit for bit).
+///
+/// # Safety
+/// As `q6_k`. Any lengths: the shortest row counts.
+#[inline(always)]
+pub(crate) unsafe fn q6_k4<D: IntDots>(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    let (n, y) = rows4(x.len(), y);
+    let mut sum = [0.0f32; 4];
+    for (b, x) in x[..n].iter().enumerate() {
+        let yb = y.map(|r| &r[b]);
+        let dots = D::q6_k_scaled4(x, yb);
+        let d = x.d.to_f32();
+        for r in 0..4 {
+            sum[r] += d * yb[r].d * dots[r] as f32;
+        }
     }
     sum
 }

@@ -161,24 +161,28 @@ fn rows_times4<X: Block, Y: Block>(
     let n = y.len() / per_row;
     let len = rows.len();
     let act = |i: usize| &y[i * per_row..(i + 1) * per_row];
-    // Activation rows in chunks that stay in the L1 cache while every weight
-    // row of the piece meets them (the weight rows come again from L2 for
-    // each chunk, a quarter of the traffic the activations would be).
-    let chunk = (ACT_CHUNK_BYTES / std::mem::size_of_val(act(0)).max(1) / 4 * 4).max(4);
-    for i0 in (0..n).step_by(chunk) {
-        let end = (i0 + chunk).min(n);
-        for (j, r) in rows.clone().enumerate() {
-            let wr = w.blocks::<X>(r)?;
-            let mut i = i0;
-            while i + 4 <= end {
-                let v = dot4(wr, [act(i), act(i + 1), act(i + 2), act(i + 3)]);
-                for (t, v) in v.into_iter().enumerate() {
-                    out[(i + t) * len + j] = v;
+    // Cache blocking: a block of weight rows that stays in L2 meets the
+    // activation rows in chunks that stay in L1, so each weight row comes
+    // from memory once and each activation chunk from L2 once per block.
+    let act_chunk = (ACT_CHUNK_BYTES / std::mem::size_of_val(act(0)).max(1) / 4 * 4).max(4);
+    let weight_block = (WEIGHT_BLOCK_BYTES / w.row_bytes.max(1)).max(1);
+    for (j0, r0) in rows.clone().enumerate().step_by(weight_block) {
+        let block = r0..(r0 + weight_block).min(rows.end);
+        for i0 in (0..n).step_by(act_chunk) {
+            let end = (i0 + act_chunk).min(n);
+            for (j, r) in block.clone().enumerate() {
+                let (j, wr) = (j0 + j, w.blocks::<X>(r)?);
+                let mut i = i0;
+                while i + 4 <= end {
+                    let v = dot4(wr, [act(i), act(i + 1), act(i + 2), act(i + 3)]);
+                    for (t, v) in v.into_iter().enumerate() {
+                        out[(i + t) * len + j] = v;
+                    }
+                    i += 4;
                 }
-                i += 4;
-            }
-            for i in i..end {
-                out[i * len + j] = dot(wr, act(i));
+                for i in i..end {
+                    out[i * len + j] = dot(wr, act(i));
+                }
             }
         }
     }
@@ -188,6 +192,10 @@ fn rows_times4<X: Block, Y: Block>(
 /// Bytes of quantized activation rows a four-row product keeps in the L1
 /// cache at a time (half of the smallest L1 data cache of the targets).
 const ACT_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Bytes of weight rows a four-row product keeps in the L2 cache while the
+/// activation chunks pass (a quarter of a small L2).
+const WEIGHT_BLOCK_BYTES: usize = 128 * 1024;
 
 /// f16 weight rows `rows` times every activation row (f32 holding f16
 /// values) in 4x2 tiles; a tile at the end of the rows or activations

@@ -107,7 +107,10 @@ impl CpuProduct for BlockQ8_0 {
 
 impl CpuProduct for BlockQ4K {
     fn dots(k: &Kernels) -> Option<Dots<Self>> {
-        Dots::one(k.vec_dot_q4_k_q8_k)
+        Some(Dots {
+            dot: k.vec_dot_q4_k_q8_k,
+            dot4: k.vec_dot4_q4_k_q8_k,
+        })
     }
 }
 
@@ -119,7 +122,10 @@ impl CpuProduct for BlockQ5K {
 
 impl CpuProduct for BlockQ6K {
     fn dots(k: &Kernels) -> Option<Dots<Self>> {
-        Dots::one(k.vec_dot_q6_k_q8_k)
+        Some(Dots {
+            dot: k.vec_dot_q6_k_q8_k,
+            dot4: k.vec_dot4_q6_k_q8_k,
+        })
     }
 }
 
