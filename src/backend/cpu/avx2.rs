@@ -609,7 +609,10 @@ impl IntDots for Avx2Dots {
         let mut acc = [_mm256_setzero_si256(); 4];
         for c in 0..4 {
             let q = _mm256_loadu_si256(x.qs.as_ptr().add(32 * c).cast());
-            let (lo, hi) = (_mm256_and_si256(q, m), _mm256_and_si256(_mm256_srli_epi16(q, 4), m));
+            let (lo, hi) = (
+                _mm256_and_si256(q, m),
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), m),
+            );
             let s0 = _mm256_set1_epi16(scales[2 * c] as i16);
             let s1 = _mm256_set1_epi16(scales[2 * c + 1] as i16);
             for r in 0..4 {
@@ -620,7 +623,12 @@ impl IntDots for Avx2Dots {
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(lo, hi));
             }
         }
-        [hsum_i32(acc[0]), hsum_i32(acc[1]), hsum_i32(acc[2]), hsum_i32(acc[3])]
+        [
+            hsum_i32(acc[0]),
+            hsum_i32(acc[1]),
+            hsum_i32(acc[2]),
+            hsum_i32(acc[3]),
+        ]
     }
 
     // Each weight chunk's six-bit values (0..63) are made once; the − 32
@@ -994,14 +1002,14 @@ unsafe fn sum_blocks4<X, Y, P>(
             let yd = |r: usize| d.1(&y[r][$b]).to_bits() as i64;
             let packed = yd(0) | yd(1) << 16 | yd(2) << 32 | yd(3) << 48;
             let dy = _mm_cvtph_ps(_mm_cvtsi64_si128(packed));
-            _mm_storeu_ps(scales.as_mut_ptr(), _mm_mul_ps(_mm_set1_ps(fp16(d.0(xb))), dy));
+            _mm_storeu_ps(
+                scales.as_mut_ptr(),
+                _mm_mul_ps(_mm_set1_ps(fp16(d.0(xb))), dy),
+            );
             for r in 0..4 {
                 let yb = &y[r][$b];
-                acc[r][$k] = _mm256_fmadd_ps(
-                    _mm256_broadcast_ss(&scales[r]),
-                    term(&p, yb),
-                    acc[r][$k],
-                );
+                acc[r][$k] =
+                    _mm256_fmadd_ps(_mm256_broadcast_ss(&scales[r]), term(&p, yb), acc[r][$k]);
                 more[r][$k] += extra(xb, yb);
             }
         }};
@@ -1069,7 +1077,10 @@ unsafe fn vec_dot4_q4_1_q8_1_impl(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32
 #[target_feature(enable = "avx2")]
 #[inline]
 unsafe fn q5_values(qs: &[u8; 16], qh: [u8; 4]) -> __m256i {
-    _mm256_or_si256(nibbles(qs), _mm256_and_si256(q5_high_set(qh), _mm256_set1_epi8(0x10)))
+    _mm256_or_si256(
+        nibbles(qs),
+        _mm256_and_si256(q5_high_set(qh), _mm256_set1_epi8(0x10)),
+    )
 }
 
 /// The 32 values of a Q5_0 block less 16 (-16..15): a value whose high bit
@@ -1116,7 +1127,10 @@ unsafe fn vec_dot_q5_0_q8_0_impl(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
         y,
         |x, y| fp16(x.d) * fp16(y.d),
         |x, y| {
-            dot_i8_i8(q5_signed(&x.qs, x.qh), _mm256_loadu_si256(y.qs.as_ptr().cast()))
+            dot_i8_i8(
+                q5_signed(&x.qs, x.qh),
+                _mm256_loadu_si256(y.qs.as_ptr().cast()),
+            )
         },
         |_, _| 0.0,
     )

@@ -136,7 +136,7 @@ fn mins_dot(mins: &[u8; 8], y: &BlockQ8K) -> i32 {
 
 /// The blocks of four activation rows cut to the shortest of them and `n`.
 #[inline(always)]
-fn rows4<'a>(n: usize, y: [&'a [BlockQ8K]; 4]) -> (usize, [&'a [BlockQ8K]; 4]) {
+fn rows4(n: usize, y: [&[BlockQ8K]; 4]) -> (usize, [&[BlockQ8K]; 4]) {
     let n = y.iter().fold(n, |n, r| n.min(r.len()));
     (n, y.map(|r| &r[..n]))
 }

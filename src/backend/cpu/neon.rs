@@ -35,8 +35,10 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_f32,
         vec_dot_f16,
         vec_dot_q4_k_q8_k,
+        vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
         vec_dot_q5_k_q8_k,
         vec_dot_q6_k_q8_k,
+        vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
         vec_dot_q2_k_q8_k,
         vec_dot_q3_k_q8_k,
         vec_dot_iq4_nl_q8_0,
@@ -282,6 +284,15 @@ fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     // SAFETY: NeonDots uses NEON only (always present); its arguments are
     // typed arrays; lengths checked above.
     unsafe { kquant_dot::q4_k::<NeonDots>(x, y) }
+}
+fn vec_dot4_q4_k_q8_k(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    // SAFETY: NeonDots uses NEON only (always present); any lengths (the
+    // shortest row counts).
+    unsafe { kquant_dot::q4_k4::<NeonDots>(x, y) }
+}
+fn vec_dot4_q6_k_q8_k(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    // SAFETY: as `vec_dot4_q4_k_q8_k`.
+    unsafe { kquant_dot::q6_k4::<NeonDots>(x, y) }
 }
 fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);

@@ -38,8 +38,10 @@ mod imp {
             vec_dot_f32,
             vec_dot_f16,
             vec_dot_q4_k_q8_k,
+            vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
             vec_dot_q5_k_q8_k,
             vec_dot_q6_k_q8_k,
+            vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
             vec_dot_q2_k_q8_k,
             vec_dot_q3_k_q8_k,
             vec_dot_iq4_nl_q8_0,
@@ -435,6 +437,15 @@ mod imp {
         // SAFETY: the module is built with simd128 (Simd128Dots's only
         // requirement); its arguments are typed arrays; lengths checked above.
         unsafe { kquant_dot::q4_k::<Simd128Dots>(x, y) }
+    }
+    fn vec_dot4_q4_k_q8_k(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        // SAFETY: the module is built with simd128 (Simd128Dots's only
+        // requirement); any lengths (the shortest row counts).
+        unsafe { kquant_dot::q4_k4::<Simd128Dots>(x, y) }
+    }
+    fn vec_dot4_q6_k_q8_k(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        // SAFETY: as `vec_dot4_q4_k_q8_k`.
+        unsafe { kquant_dot::q6_k4::<Simd128Dots>(x, y) }
     }
     fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
         check_dot(x, y);
