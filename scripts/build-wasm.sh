@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Builds both WebAssembly engines into the npm package, with wasm-pack and
-# binaryen's wasm-opt from the tools cache set up by setup.sh:
+# Builds both WebAssembly engines into the npm package: cargo, then the
+# wasm-bindgen CLI (the version in Cargo.lock) and binaryen's wasm-opt from
+# the tools cache set up by setup.sh (what wasm-pack would run, without a
+# five-minute install of wasm-pack itself):
 #   npm/dist/          single-thread, SIMD128 (Node; pages without COOP/COEP)
 #   npm/dist-threads/  threaded, SIMD128 + atomics and shared memory up to
 #                      4 GiB, rayon's pool on Web Workers (wasm-bindgen-rayon);
@@ -13,12 +15,25 @@ builds="${LAMINA_WASM_BUILDS:-single threads}"
 
 report() { ls -l "$1" | awk '{print "build-wasm: " $9 " " $5 " bytes"}'; }
 
+# package TARGET_DIR OUT_DIR CARGO_ARGS...: the release library built for
+# wasm32, its JS bindings generated for `import` in browsers and Node, and
+# the module optimised in place (wasm-opt also enables the features the
+# module's target_features section lists, such as atomics).
+package() {
+  local target_dir=$1 out=$2
+  shift 2
+  CARGO_TARGET_DIR="$target_dir" cargo build --quiet --lib --release \
+    --target wasm32-unknown-unknown "$@"
+  rm -rf "$out"
+  wasm-bindgen --target web --out-dir "$out" --out-name lamina \
+    "$target_dir/wasm32-unknown-unknown/release/lamina.wasm"
+  wasm-opt -O3 --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals "$out/lamina_bg.wasm" -o "$out/lamina_bg.wasm"
+  report "$out/lamina_bg.wasm"
+}
+
 if [[ " $builds " == *" single "* ]]; then
-  RUSTFLAGS="-C target-feature=+simd128" \
-    wasm-pack --quiet build . --release --target web --no-pack \
-    --out-dir npm/dist --out-name lamina -- --no-default-features
-  rm -f npm/dist/.gitignore
-  report npm/dist/lamina_bg.wasm
+  RUSTFLAGS="-C target-feature=+simd128" package target npm/dist --no-default-features
 fi
 
 if [[ " $builds " == *" threads "* ]]; then
@@ -33,10 +48,6 @@ if [[ " $builds " == *" threads "* ]]; then
     -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base
   )
   RUSTUP_TOOLCHAIN="$LAMINA_NIGHTLY" RUSTFLAGS="${threads_flags[*]}" \
-    CARGO_TARGET_DIR=target/wasm-threads \
-    wasm-pack --quiet build . --release --target web --no-pack \
-    --out-dir npm/dist-threads --out-name lamina \
-    -- --no-default-features --features threads -Z build-std=panic_abort,std
-  rm -f npm/dist-threads/.gitignore
-  report npm/dist-threads/lamina_bg.wasm
+    package target/wasm-threads npm/dist-threads \
+    --no-default-features --features threads -Z build-std=panic_abort,std
 fi

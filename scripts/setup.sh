@@ -44,10 +44,6 @@ if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $bindgen_version" 
   cargo install -q wasm-bindgen-cli --version "$bindgen_version" --locked \
     || cargo install -q wasm-bindgen-cli --version "$bindgen_version" --force
 fi
-if [ "$(wasm-pack --version 2>/dev/null)" != "wasm-pack $WASM_PACK_VERSION" ]; then
-  say "cargo install wasm-pack $WASM_PACK_VERSION"
-  cargo install -q --locked wasm-pack --version "$WASM_PACK_VERSION"
-fi
 if [ "$(cargo fuzz --version 2>/dev/null)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
   say "cargo install cargo-fuzz $CARGO_FUZZ_VERSION"
   cargo install -q --locked cargo-fuzz --version "$CARGO_FUZZ_VERSION"
