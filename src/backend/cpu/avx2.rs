@@ -994,7 +994,7 @@ unsafe fn sum_blocks4<X, Y, P>(
     // a closure: a closure here would not inherit the caller's target
     // features, and its intrinsics would become calls. The four rows'
     // scales `d(x) × d(y)` are made in one vector (the same products as one
-    // at a time) and each is broadcast from memory (a load, no shuffle).
+    // at a time), then each is broadcast to its row's lanes.
     macro_rules! step {
         ($b:expr, $k:expr) => {{
             let xb = &x[$b];
