@@ -104,22 +104,9 @@ fn bench_dot<X: Block, Y: Block>(
     if !filter.is_none_or(|f| name.contains(f)) {
         return None;
     }
-    let per_row = cols / X::ELEMENTS;
-    let rows = w.len() / per_row;
-    let secs = time_rows(min_time, || {
-        let mut s = 0.0;
-        for r in 0..rows {
-            s += dot(&w[r * per_row..(r + 1) * per_row], x);
-        }
-        s
-    });
-    let bytes = std::mem::size_of_val(w) as f64;
-    Some(KernelResult {
-        kernel: name,
-        variant: variant.name(),
-        gb_per_s: bytes / secs / 1e9,
-        gops: (rows * cols) as f64 / secs / 1e9,
-    })
+    Some(bench_rows(name, variant, w, cols, 1, min_time, |row| {
+        dot(row, x)
+    }))
 }
 
 /// Rows of `cols` weights times four activation rows with a four-row kernel,
@@ -139,21 +126,31 @@ fn bench_dot4<X: Block, Y: Block>(
     if !filter.is_none_or(|f| name.contains(f)) {
         return None;
     }
+    Some(bench_rows(name, variant, w, cols, 4, min_time, |row| {
+        dot4(row, [x, x, x, x])[3]
+    }))
+}
+
+/// Times `row_product` over every weight row of `w` (`cols` values each)
+/// meeting `acts` activation rows: GB/s of weights and G multiply-adds/s.
+fn bench_rows<X: Block>(
+    name: &'static str,
+    variant: CpuVariant,
+    w: &[X],
+    cols: usize,
+    acts: usize,
+    min_time: Budget,
+    row_product: impl Fn(&[X]) -> f32,
+) -> KernelResult {
     let per_row = cols / X::ELEMENTS;
     let rows = w.len() / per_row;
-    let secs = time_rows(min_time, || {
-        let mut s = 0.0;
-        for r in 0..rows {
-            s += dot4(&w[r * per_row..(r + 1) * per_row], [x, x, x, x])[3];
-        }
-        s
-    });
-    Some(KernelResult {
+    let secs = time_rows(min_time, || w.chunks_exact(per_row).map(&row_product).sum());
+    KernelResult {
         kernel: name,
         variant: variant.name(),
         gb_per_s: std::mem::size_of_val(w) as f64 / secs / 1e9,
-        gops: (4 * rows * cols) as f64 / secs / 1e9,
-    })
+        gops: (acts * rows * cols) as f64 / secs / 1e9,
+    }
 }
 
 /// Benchmarks every kernel (or those whose name contains `filter`) of the given
