@@ -158,3 +158,172 @@ fn bad_shapes_are_errors() {
     assert!(packed.gemv(&k, &x, &mut [0.0; 3]).is_err());
     assert!(packed.gemm(&k, &x, 2, &mut [0.0; 8]).is_err());
 }
+
+mod q5_0 {
+    //! Repacked Q5_0: eight interleaved rows per group, for variants with a
+    //! group kernel. Every variant's group kernel equals the scalar one bit
+    //! for bit (exact integer sums, one FMA per block); the scalar one equals
+    //! row-by-row `vec_dot` within rounding (|difference| <= 1e-3 + 1e-5 ×
+    //! |value|: a wrong value or scale moves a result by 0.01 or more); the
+    //! rows past the last group go through the variant's own `vec_dot`.
+
+    use super::*;
+    use lamina::backend::cpu::repack_q5_0::{self, activation_sums, RepackedQ5_0};
+
+    fn q5_0(x: &[f32]) -> Vec<BlockQ5_0> {
+        let mut out = vec![BlockQ5_0::zeroed(); x.len() / QK];
+        lamina::tensor::quants::q5_0::quantize(x, &mut out);
+        out
+    }
+
+    /// The scalar table with the scalar group kernel.
+    fn scalar_table() -> Kernels {
+        let mut scalar = Kernels::scalar();
+        scalar.gemm_q5_0_x8 = Some(repack_q5_0::gemm_q5_0_x8);
+        scalar
+    }
+
+    /// The scalar table, and every supported variant's table that has a
+    /// group kernel.
+    fn tables() -> Vec<Kernels> {
+        let mut all = vec![scalar_table()];
+        all.extend(
+            supported_kernels()
+                .into_iter()
+                .filter(|k| k.gemm_q5_0_x8.is_some()),
+        );
+        all
+    }
+
+    /// `packed`'s rows `rows` times the `n` activation rows `x`.
+    fn product(
+        k: &Kernels,
+        packed: &RepackedQ5_0,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<f32> {
+        let mut sums = Vec::new();
+        activation_sums(x, &mut sums);
+        let mut out = vec![f32::NAN; n * rows.len()];
+        packed.product_rows(k, x, &sums, n, rows, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn products_match_the_scalar_kernel_and_vec_dot() {
+        let scalar = Kernels::scalar();
+        let mut rng = Rng::new(7);
+        for rows in [8usize, 13, 16, 24] {
+            for cols in [32usize, 64, 576] {
+                for n in [1usize, 2, 3, 4, 5, 9] {
+                    let w = q5_0(&ggml_test_values(rng.next_u64(), rows * cols));
+                    let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
+                    let packed = RepackedQ5_0::new(&w, rows, cols).unwrap();
+                    let per_row = cols / QK;
+                    let whole = rows / 8 * 8;
+                    let twin = product(&scalar_table(), &packed, &x, n, 0..rows);
+                    for i in 0..n {
+                        let xi = &x[i * per_row..(i + 1) * per_row];
+                        for r in 0..whole {
+                            let want =
+                                (scalar.vec_dot_q5_0_q8_0)(&w[r * per_row..(r + 1) * per_row], xi);
+                            let got = twin[i * rows + r];
+                            assert!(
+                                (got - want).abs() <= 1e-3 + 1e-5 * want.abs(),
+                                "rows={rows} cols={cols} n={n} act {i} row {r}: {got} vs {want}"
+                            );
+                        }
+                    }
+                    for k in tables() {
+                        // Every piece a thread could be given: whole groups.
+                        for start in (0..rows).step_by(8) {
+                            for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
+                                let len = end - start;
+                                let out = product(&k, &packed, &x, n, start..end);
+                                for i in 0..n {
+                                    let xi = &x[i * per_row..(i + 1) * per_row];
+                                    for r in start..end {
+                                        let want = if r < whole {
+                                            twin[i * rows + r]
+                                        } else {
+                                            (k.vec_dot_q5_0_q8_0)(
+                                                &w[r * per_row..(r + 1) * per_row],
+                                                xi,
+                                            )
+                                        };
+                                        let got = out[i * len + r - start];
+                                        assert_eq!(
+                                            got.to_bits(),
+                                            want.to_bits(),
+                                            "{} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}: {got} vs {want}",
+                                            k.variant
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_values_stay_exact() {
+        // Weights at both ends of Q5_0's range and activations at ±127: the
+        // 16-bit partial sums are at their largest. Small scales keep every
+        // float step exact, so the results are the integer sums exactly.
+        let cols = 64;
+        for k in tables() {
+            for (wv, xv) in [(1.0f32, 1.0f32), (-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)] {
+                let w: Vec<f32> = (0..8 * cols)
+                    .map(|i| if i % 3 == 0 { wv * 15.0 } else { -wv * 16.0 })
+                    .collect();
+                let w = q5_0(&w);
+                let x = q8_0(&vec![xv * 127.0; cols]);
+                let packed = RepackedQ5_0::new(&w, 8, cols).unwrap();
+                let out = product(&k, &packed, &x, 1, 0..8);
+                for r in 0..8 {
+                    let want: f32 = (0..cols)
+                        .map(|i| {
+                            let v = if (r * cols + i) % 3 == 0 {
+                                wv * 15.0
+                            } else {
+                                -wv * 16.0
+                            };
+                            v * xv * 127.0
+                        })
+                        .sum();
+                    assert_eq!(out[r], want, "{} row {r}", k.variant);
+                }
+            }
+        }
+    }
+    #[test]
+    fn bad_shapes_are_errors() {
+        let w = q5_0(&ggml_test_values(1, 8 * 64));
+        assert!(RepackedQ5_0::new(&w, 8, 48).is_err());
+        assert!(RepackedQ5_0::new(&w, 9, 64).is_err());
+        let packed = RepackedQ5_0::new(&w, 8, 64).unwrap();
+        let k = Kernels::scalar();
+        let x = q8_0(&ggml_test_values(2, 64));
+        let sums = vec![0; 2];
+        let mut out = [0.0; 8];
+        assert!(packed
+            .product_rows(&k, &x[..1], &sums, 1, 0..8, &mut out)
+            .is_err());
+        assert!(packed
+            .product_rows(&k, &x, &sums[..1], 1, 0..8, &mut out)
+            .is_err());
+        assert!(packed
+            .product_rows(&k, &x, &sums, 1, 0..4, &mut out[..4])
+            .is_err());
+        assert!(packed
+            .product_rows(&k, &x, &sums, 1, 0..9, &mut out)
+            .is_err());
+        assert!(packed
+            .product_rows(&k, &x, &sums, 2, 0..8, &mut out)
+            .is_err());
+    }
+}

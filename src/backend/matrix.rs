@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::backend::cpu::repack::RepackedQ4_0;
+use crate::backend::cpu::repack_q5_0::RepackedQ5_0;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::tensor::DType;
@@ -32,8 +33,14 @@ pub(crate) enum Storage {
         file: Arc<GgufFile>,
         range: Range<usize>,
     },
-    /// Copied at load into the CPU's repacked Q4_0 layout.
-    RepackedQ4_0(RepackedQ4_0),
+    /// Copied at load into one of the CPU's interleaved layouts.
+    Repacked(Repacked),
+}
+
+/// A weight copied at load into an interleaved layout of the CPU's.
+pub(crate) enum Repacked {
+    Q4_0(RepackedQ4_0),
+    Q5_0(RepackedQ5_0),
 }
 
 /// A weight matrix bound to a device.
@@ -78,13 +85,13 @@ impl Matrix {
         })
     }
 
-    pub(crate) fn repacked(src: &WeightSource, repacked: RepackedQ4_0) -> Matrix {
+    pub(crate) fn repacked(src: &WeightSource, repacked: Repacked) -> Matrix {
         Matrix {
             name: src.name.to_string(),
             dtype: src.dtype,
             rows: src.rows,
             cols: src.cols,
-            storage: Storage::RepackedQ4_0(repacked),
+            storage: Storage::Repacked(repacked),
         }
     }
 
@@ -107,14 +114,14 @@ impl Matrix {
 
     /// Whether the device keeps it in a layout of its own.
     pub fn is_repacked(&self) -> bool {
-        matches!(self.storage, Storage::RepackedQ4_0(_))
+        matches!(self.storage, Storage::Repacked(_))
     }
 
     /// Bytes the matrix takes where it lives.
     pub fn size_bytes(&self) -> usize {
         match &self.storage {
             Storage::Mapped { range, .. } => range.len(),
-            Storage::RepackedQ4_0(_) => self.rows * self.dtype.bytes_for(self.cols),
+            Storage::Repacked(_) => self.rows * self.dtype.bytes_for(self.cols),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
+use super::repack_q5_0::BlockQ5_0x8;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
 
@@ -47,6 +48,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_iq4_xs_q8_k,
         gemv_q4_0_x8i8,
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
+        gemm_q5_0_x8: Some(gemm_q5_0_x8),
         scores_f16,
         wsum_f16,
         axpy_f32,
@@ -387,6 +389,45 @@ fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     // SAFETY: only reachable through the table built after detecting avx2,
     // fma and f16c; checked above: `out` holds the 8 values stored.
     unsafe { gemv_q4_0_x8i8_impl(group, x, out) }
+}
+fn gemm_q5_0_x8(
+    group: &[BlockQ5_0x8],
+    x: &[BlockQ8_0],
+    sums: &[i32],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    super::repack_q5_0::check_group(group, x, sums, n, out, stride);
+    let per_row = group.len();
+    let mut i = 0;
+    // Up to four activation rows share each decoded weight block.
+    while i < n {
+        let take = (n - i).min(4);
+        let row = |j: usize| {
+            let a = i + j.min(take - 1);
+            a * per_row..(a + 1) * per_row
+        };
+        let xs: [&[BlockQ8_0]; 4] = std::array::from_fn(|j| &x[row(j)]);
+        let ss: [&[i32]; 4] = std::array::from_fn(|j| &sums[row(j)]);
+        let mut res = [[0f32; 8]; 4];
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; every `xs` and `ss` row is `per_row` long
+        // (sliced above, within the lengths checked at the top), and `res`
+        // is typed.
+        unsafe {
+            match take {
+                4 => gemm_tile_q5_0_x8::<4>(group, &xs, &ss, &mut res),
+                3 => gemm_tile_q5_0_x8::<3>(group, &xs, &ss, &mut res),
+                2 => gemm_tile_q5_0_x8::<2>(group, &xs, &ss, &mut res),
+                _ => gemm_tile_q5_0_x8::<1>(group, &xs, &ss, &mut res),
+            }
+        }
+        for (j, res) in res.iter().take(take).enumerate() {
+            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
+        }
+        i += take;
+    }
 }
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);
@@ -1382,6 +1423,97 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
                 _mm256_set1_ps(fp16(xs[j][bi].d)),
             );
             *a = _mm256_add_ps(*a, scaled);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q5_0 rows times `A` (1..=4) activation rows. Each weight
+/// block is decoded once for all of them to unsigned values (nibble | fifth
+/// bit << 4, i.e. value + 16), so `maddubs` takes them without sign tricks;
+/// four products per lane are summed in 16 bits (|sum| <= 4·2·31·128 <
+/// 2^15), and 16 × the activation block's sum comes off in 32 bits. The
+/// result is each row's exact block sum, added with one FMA as the scalar
+/// kernel does.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. `A` must be 1..=4 and each of the
+/// first `A` rows of `xs` and `sums` at least `group.len()` long (indexed
+/// with bounds checks).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_tile_q5_0_x8<const A: usize>(
+    group: &[BlockQ5_0x8],
+    xs: &[&[BlockQ8_0]; 4],
+    sums: &[&[i32]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let fifth = _mm256_set1_epi8(0x10);
+    // Byte t of each 8-byte run tests bit t.
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let ones = _mm256_set1_epi16(1);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    // A vector holds 8 bytes of each of four rows; `qh` byte `m` of the
+    // row behind each 8-byte run (the four rows' `qh` in both 128-bit lanes).
+    let spread = |m: i8| {
+        let (a, b, c, d) = (m, 4 + m, 8 + m, 12 + m);
+        _mm256_setr_epi8(
+            a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, c, c, c, c, c, c, c, c, d, d, d, d, d,
+            d, d, d,
+        )
+    };
+    let spreads = [spread(0), spread(1), spread(2), spread(3)];
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        // u[k][half][nibble]: rows 4·half.., values 8k.. (low nibbles) or
+        // 16 + 8k.. (high nibbles).
+        let mut u = [[[_mm256_setzero_si256(); 2]; 2]; 2];
+        for half in 0..2 {
+            let qh =
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(b.qh.as_ptr().add(16 * half).cast()));
+            for (k, u_k) in u.iter_mut().enumerate() {
+                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
+                let high_bit = |m: usize| {
+                    let sel = _mm256_and_si256(_mm256_shuffle_epi8(qh, spreads[m]), bits);
+                    _mm256_and_si256(_mm256_cmpeq_epi8(sel, bits), fifth)
+                };
+                u_k[half][0] = _mm256_or_si256(_mm256_and_si256(q, low_mask), high_bit(k));
+                u_k[half][1] = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask),
+                    high_bit(2 + k),
+                );
+            }
+        }
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            // Values 8m..8m+8 of the activation block, in every 8-byte run.
+            let ya: [__m256i; 4] = std::array::from_fn(|m| {
+                _mm256_set1_epi64x(y.qs.as_ptr().add(8 * m).cast::<i64>().read_unaligned())
+            });
+            let halves: [__m256i; 2] = std::array::from_fn(|half| {
+                let p = _mm256_add_epi16(
+                    _mm256_add_epi16(
+                        _mm256_maddubs_epi16(u[0][half][0], ya[0]),
+                        _mm256_maddubs_epi16(u[0][half][1], ya[2]),
+                    ),
+                    _mm256_add_epi16(
+                        _mm256_maddubs_epi16(u[1][half][0], ya[1]),
+                        _mm256_maddubs_epi16(u[1][half][1], ya[3]),
+                    ),
+                );
+                _mm256_madd_epi16(p, ones)
+            });
+            // Lanes hold (row, half-of-8-bytes) pairs: add each pair,
+            // restore row order, take off 16 × the activation sum.
+            let rows = _mm256_sub_epi32(
+                _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(halves[0], halves[1]), order),
+                _mm256_set1_epi32(16 * sums[j][bi]),
+            );
+            let d = _mm256_mul_ps(dw, _mm256_set1_ps(fp16(y.d)));
+            *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), d, *a);
         }
     }
     for (j, a) in acc.iter().enumerate() {

@@ -6,6 +6,7 @@ use half::f16;
 
 use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
+use super::repack_q5_0::BlockQ5_0x8;
 use super::variant::CpuVariant;
 use super::{rows, scalar};
 use crate::backend::ops::Rope;
@@ -17,6 +18,9 @@ pub type GemvFn<G> = fn(&[G], &[BlockQ8_0], &mut [f32]);
 /// One group of repacked rows times `n` activation rows stored one after the
 /// other; output `r` of activation row `i` goes to `out[i * stride + r]`.
 pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
+/// `GemmFn` for eight repacked Q5_0 rows, with each activation block's sum
+/// of quants (`repack_q5_0::activation_sums`).
+pub type GemmQ5_0Fn = fn(&[BlockQ5_0x8], &[BlockQ8_0], &[i32], usize, &mut [f32], usize);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 /// One weight row against four activation rows: the weight's blocks are
 /// decoded once for all four. Each result equals the variant's `vec_dot` of
@@ -81,6 +85,9 @@ pub struct Kernels {
     /// Matrix-matrix kernels where a variant has one (else GEMV per row).
     pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
+    /// Eight interleaved Q5_0 rows at once, where a variant has it: Q5_0
+    /// weights are then repacked at load (`repack_q5_0`).
+    pub gemm_q5_0_x8: Option<GemmQ5_0Fn>,
     // Element-wise and row kernels (scalar twins in rows.rs).
     pub rms_norm: fn(&[f32], &[f32], f32, &mut [f32]),
     pub layer_norm: fn(&mut [f32], &[f32], &[f32], f32),
@@ -131,6 +138,7 @@ impl Kernels {
             gemv_q4_0_x8i8: repack::gemv_q4_0_x8i8,
             gemm_q4_0_x4i8: None,
             gemm_q4_0_x8i8: None,
+            gemm_q5_0_x8: None,
             rms_norm: rows::rms_norm,
             layer_norm: rows::layer_norm,
             rope: rows::rope,

@@ -11,7 +11,8 @@ use half::{bf16, f16};
 
 use super::kernels::{Kernels, TileF16Fn};
 use super::products::{ActType, CpuProduct, Dots};
-use crate::backend::matrix::{Matrix, Storage};
+use super::repack_q5_0::activation_sums;
+use crate::backend::matrix::{Matrix, Repacked, Storage};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
 use crate::tensor::blocks::*;
@@ -24,6 +25,8 @@ pub(super) struct ActScratch {
     pub(super) q8_0: Vec<BlockQ8_0>,
     pub(super) q8_1: Vec<BlockQ8_1>,
     pub(super) q8_k: Vec<BlockQ8K>,
+    /// Each Q8_0 block's sum of quants, for the repacked Q5_0 kernels.
+    sums: Vec<i32>,
     f16: Vec<f16>,
     f32: Vec<f32>,
 }
@@ -447,11 +450,22 @@ pub(super) fn mul_mat(
             with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
                 float => float_product(k, workers, s, mapped, dtype, x, n, out))
         }
-        Storage::RepackedQ4_0(p) => {
+        Storage::Repacked(Repacked::Q4_0(p)) => {
             let y = quantize_rows::<BlockQ8_0>(k, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
                 p.product_rows(k, y, n, rows, dst)
             })
+        }
+        Storage::Repacked(Repacked::Q5_0(p)) => {
+            let Scratch { acts, pieces } = s;
+            let mut sums = std::mem::take(&mut acts.sums);
+            let y = quantize_rows::<BlockQ8_0>(k, x, cols, acts);
+            activation_sums(y, &mut sums);
+            let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
+                p.product_rows(k, y, &sums, n, rows, dst)
+            });
+            acts.sums = sums;
+            result
         }
     }
 }

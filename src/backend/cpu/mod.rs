@@ -11,6 +11,7 @@ mod kquant_dot;
 mod matmul;
 mod products;
 pub mod repack;
+pub mod repack_q5_0;
 pub mod rows;
 pub mod scalar;
 pub mod variant;
@@ -31,10 +32,10 @@ pub use features::{CpuFeatures, Feature};
 pub use kernels::{Kernels, SupportedVariant};
 pub use variant::CpuVariant;
 
-use super::matrix::{Matrix, WeightSource};
+use super::matrix::{Matrix, Repacked, WeightSource};
 use super::{Backend, Buffer, BufferType, Device, DeviceKind, Op, Registry};
 use crate::error::{Error, Result};
-use crate::tensor::blocks::{as_blocks, BlockQ4_0};
+use crate::tensor::blocks::{as_blocks, BlockQ4_0, BlockQ5_0};
 use crate::tensor::DType;
 
 /// The environment variable that forces a variant when no explicit choice is made.
@@ -193,7 +194,15 @@ impl Device for CpuDevice {
             Some(layout) if src.dtype == DType::Q4_0 && src.rows % layout.rows() == 0 => {
                 let blocks = as_blocks::<BlockQ4_0>(&src.file.bytes()[src.range.clone()])?;
                 let packed = repack::RepackedQ4_0::new(blocks, src.rows, src.cols, layout)?;
-                Ok(Matrix::repacked(&src, packed))
+                Ok(Matrix::repacked(&src, Repacked::Q4_0(packed)))
+            }
+            _ if src.dtype == DType::Q5_0
+                && self.kernels.gemm_q5_0_x8.is_some()
+                && src.rows % repack_q5_0::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ5_0>(&src.file.bytes()[src.range.clone()])?;
+                let packed = repack_q5_0::RepackedQ5_0::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(&src, Repacked::Q5_0(packed)))
             }
             _ => Ok(mapped),
         }
