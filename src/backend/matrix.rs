@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::backend::cpu::repack::RepackedQ4_0;
+use crate::backend::cpu::repack_q4_k::RepackedQ4K;
 use crate::backend::cpu::repack_q5_0::RepackedQ5_0;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
@@ -41,6 +42,7 @@ pub(crate) enum Storage {
 pub(crate) enum Repacked {
     Q4_0(RepackedQ4_0),
     Q5_0(RepackedQ5_0),
+    Q4K(RepackedQ4K),
 }
 
 /// A weight matrix bound to a device.
@@ -121,7 +123,9 @@ impl Matrix {
     pub fn size_bytes(&self) -> usize {
         match &self.storage {
             Storage::Mapped { range, .. } => range.len(),
-            Storage::Repacked(_) => self.rows * self.dtype.bytes_for(self.cols),
+            Storage::Repacked(Repacked::Q4_0(_)) => self.rows * self.dtype.bytes_for(self.cols),
+            Storage::Repacked(Repacked::Q5_0(p)) => p.size_bytes(),
+            Storage::Repacked(Repacked::Q4K(p)) => p.size_bytes(),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
+use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
@@ -49,6 +50,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemv_q4_0_x8i8,
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
+        gemm_q4_k_x8: Some(gemm_q4_k_x8),
         scores_f16,
         wsum_f16,
         axpy_f32,
@@ -421,6 +423,36 @@ fn gemm_q5_0_x8(
                 3 => gemm_tile_q5_0_x8::<3>(group, &xs, &ss, &mut res),
                 2 => gemm_tile_q5_0_x8::<2>(group, &xs, &ss, &mut res),
                 _ => gemm_tile_q5_0_x8::<1>(group, &xs, &ss, &mut res),
+            }
+        }
+        for (j, res) in res.iter().take(take).enumerate() {
+            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
+        }
+        i += take;
+    }
+}
+fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
+    super::repack::check_gemm(group, x, n, out, stride, 8);
+    let per_row = group.len();
+    let mut i = 0;
+    // Up to four activation rows share each decoded weight block.
+    while i < n {
+        let take = (n - i).min(4);
+        let xs: [&[BlockQ8K]; 4] = std::array::from_fn(|j| {
+            let a = i + j.min(take - 1);
+            &x[a * per_row..(a + 1) * per_row]
+        });
+        let mut res = [[0f32; 8]; 4];
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; every `xs` row is `per_row` blocks long
+        // (sliced above, within the length checked at the top), and `res`
+        // is typed.
+        unsafe {
+            match take {
+                4 => gemm_tile_q4_k_x8::<4>(group, &xs, &mut res),
+                3 => gemm_tile_q4_k_x8::<3>(group, &xs, &mut res),
+                2 => gemm_tile_q4_k_x8::<2>(group, &xs, &mut res),
+                _ => gemm_tile_q4_k_x8::<1>(group, &xs, &mut res),
             }
         }
         for (j, res) in res.iter().take(take).enumerate() {
@@ -1514,6 +1546,131 @@ unsafe fn gemm_tile_q5_0_x8<const A: usize>(
             );
             let d = _mm256_mul_ps(dw, _mm256_set1_ps(fp16(y.d)));
             *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), d, *a);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q4_K rows times `A` (1..=4) activation rows. Per
+/// super-block the weights' nibbles, scale vectors and min vectors are
+/// decoded once for all `A` rows. For each sub-block of 32, four `maddubs`
+/// per half (rows 0-3, rows 4-7) are summed in 16 bits (|sum| <= 4·2·15·128
+/// < 2^15) and `madd` with the rows' scales widens them, so each lane pair
+/// ends as one row's Σ scale × (quants · activations), exactly; the mins
+/// meet Q8_K's 16-sums in `madd` too. The float combination is
+/// `kquant_dot::q4_k`'s, for eight rows at once (no FMA): each result equals
+/// `vec_dot_q4_k_q8_k` bit for bit.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c. `A` must be 1..=4 and each of the
+/// first `A` rows of `xs` at least `group.len()` blocks long (indexed with
+/// bounds checks).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_tile_q4_k_x8<const A: usize>(
+    group: &[BlockQ4Kx8],
+    xs: &[&[BlockQ8K]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    // Byte i of a 4-byte word to the four 16-bit lanes of its row (lane 0
+    // of the vector: bytes 0, 1; lane 1: bytes 2, 3).
+    let z = -128i8; // a pshufb index that writes zero
+    let widen_scales = _mm256_setr_epi8(
+        0, z, 0, z, 0, z, 0, z, 1, z, 1, z, 1, z, 1, z, 2, z, 2, z, 2, z, 2, z, 3, z, 3, z, 3, z,
+        3, z,
+    );
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        // w[(4c + k) * 2 + half][nibble]: rows 4·half.., values 64c + 8k..
+        // (low nibbles) or 64c + 32 + 8k.. (high nibbles).
+        let mut w = [[_mm256_setzero_si256(); 2]; 32];
+        for (v, w) in w.iter_mut().enumerate() {
+            let q = _mm256_loadu_si256(b.qs.as_ptr().add(32 * v).cast());
+            w[0] = _mm256_and_si256(q, low_mask);
+            w[1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+        }
+        // scales[s][half]: rows 4·half..'s scale of sub-block s, per lane.
+        let scales: [[__m256i; 2]; 8] = std::array::from_fn(|s| {
+            std::array::from_fn(|half| {
+                let word = b
+                    .scales
+                    .as_ptr()
+                    .add(8 * s + 4 * half)
+                    .cast::<i32>()
+                    .read_unaligned();
+                _mm256_shuffle_epi8(_mm256_set1_epi32(word), widen_scales)
+            })
+        });
+        // mins[p]: each row's (min of sub-block 2p, of 2p + 1) in 16 bits.
+        let mins: [__m256i; 4] = std::array::from_fn(|p| {
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(b.mins.as_ptr().add(16 * p).cast()))
+        });
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        let dmin = _mm256_cvtph_ps(_mm_loadu_si128(b.dmin.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            let mut sums = [_mm256_setzero_si256(); 2];
+            for c in 0..4 {
+                // Activations 64c + 32h + 8k.., in every 8-byte run.
+                let ya: [[__m256i; 4]; 2] = std::array::from_fn(|h| {
+                    std::array::from_fn(|k| {
+                        let at = 64 * c + 32 * h + 8 * k;
+                        _mm256_set1_epi64x(y.qs.as_ptr().add(at).cast::<i64>().read_unaligned())
+                    })
+                });
+                for (half, sum) in sums.iter_mut().enumerate() {
+                    for nib in 0..2 {
+                        let wv = |k: usize| w[(4 * c + k) * 2 + half][nib];
+                        let p = _mm256_add_epi16(
+                            _mm256_add_epi16(
+                                _mm256_maddubs_epi16(wv(0), ya[nib][0]),
+                                _mm256_maddubs_epi16(wv(1), ya[nib][1]),
+                            ),
+                            _mm256_add_epi16(
+                                _mm256_maddubs_epi16(wv(2), ya[nib][2]),
+                                _mm256_maddubs_epi16(wv(3), ya[nib][3]),
+                            ),
+                        );
+                        *sum =
+                            _mm256_add_epi32(*sum, _mm256_madd_epi16(p, scales[2 * c + nib][half]));
+                    }
+                }
+            }
+            // Lanes hold (row, half-of-the-run) pairs: add each pair and
+            // restore row order.
+            let dots = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[0], sums[1]), order);
+            // Σ min × (sum of the sub-block's activations), the sub-block
+            // sums as 16-bit pairs (s = 2p, 2p + 1) in every 32-bit lane.
+            let bsums = _mm_hadd_epi16(
+                _mm_loadu_si128(y.bsums.as_ptr().cast()),
+                _mm_loadu_si128(y.bsums.as_ptr().add(8).cast()),
+            );
+            let bsums = _mm256_broadcastsi128_si256(bsums);
+            let pair = |p: usize| match p {
+                0 => _mm256_shuffle_epi32(bsums, 0x00),
+                1 => _mm256_shuffle_epi32(bsums, 0x55),
+                2 => _mm256_shuffle_epi32(bsums, 0xAA),
+                _ => _mm256_shuffle_epi32(bsums, 0xFF),
+            };
+            let min_sums = _mm256_add_epi32(
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(mins[0], pair(0)),
+                    _mm256_madd_epi16(mins[1], pair(1)),
+                ),
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(mins[2], pair(2)),
+                    _mm256_madd_epi16(mins[3], pair(3)),
+                ),
+            );
+            let yd = _mm256_set1_ps(y.d);
+            let scaled = _mm256_sub_ps(
+                _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(dots)),
+                _mm256_mul_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(min_sums)),
+            );
+            *a = _mm256_add_ps(*a, scaled);
         }
     }
     for (j, a) in acc.iter().enumerate() {

@@ -6,6 +6,7 @@ use half::f16;
 
 use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
+use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::variant::CpuVariant;
 use super::{rows, scalar};
@@ -21,6 +22,8 @@ pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
 /// `GemmFn` for eight repacked Q5_0 rows, with each activation block's sum
 /// of quants (`repack_q5_0::activation_sums`).
 pub type GemmQ5_0Fn = fn(&[BlockQ5_0x8], &[BlockQ8_0], &[i32], usize, &mut [f32], usize);
+/// `GemmFn` for eight repacked Q4_K rows, with Q8_K activations.
+pub type GemmQ4KFn = fn(&[BlockQ4Kx8], &[BlockQ8K], usize, &mut [f32], usize);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 /// One weight row against four activation rows: the weight's blocks are
 /// decoded once for all four. Each result equals the variant's `vec_dot` of
@@ -88,6 +91,8 @@ pub struct Kernels {
     /// Eight interleaved Q5_0 rows at once, where a variant has it: Q5_0
     /// weights are then repacked at load (`repack_q5_0`).
     pub gemm_q5_0_x8: Option<GemmQ5_0Fn>,
+    /// As `gemm_q5_0_x8`, for Q4_K (`repack_q4_k`).
+    pub gemm_q4_k_x8: Option<GemmQ4KFn>,
     // Element-wise and row kernels (scalar twins in rows.rs).
     pub rms_norm: fn(&[f32], &[f32], f32, &mut [f32]),
     pub layer_norm: fn(&mut [f32], &[f32], &[f32], f32),
@@ -139,6 +144,7 @@ impl Kernels {
             gemm_q4_0_x4i8: None,
             gemm_q4_0_x8i8: None,
             gemm_q5_0_x8: None,
+            gemm_q4_k_x8: None,
             rms_norm: rows::rms_norm,
             layer_norm: rows::layer_norm,
             rope: rows::rope,

@@ -467,6 +467,12 @@ pub(super) fn mul_mat(
             acts.sums = sums;
             result
         }
+        Storage::Repacked(Repacked::Q4K(p)) => {
+            let y = quantize_rows::<BlockQ8K>(k, x, cols, &mut s.acts);
+            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
+                p.product_rows(k, y, n, rows, dst)
+            })
+        }
     }
 }
 

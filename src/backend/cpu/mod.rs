@@ -5,12 +5,14 @@
 mod attention;
 mod backend;
 pub mod features;
+pub mod interleaved;
 mod iq4_dot;
 pub mod kernels;
 mod kquant_dot;
 mod matmul;
 mod products;
 pub mod repack;
+pub mod repack_q4_k;
 pub mod repack_q5_0;
 pub mod rows;
 pub mod scalar;
@@ -35,7 +37,7 @@ pub use variant::CpuVariant;
 use super::matrix::{Matrix, Repacked, WeightSource};
 use super::{Backend, Buffer, BufferType, Device, DeviceKind, Op, Registry};
 use crate::error::{Error, Result};
-use crate::tensor::blocks::{as_blocks, BlockQ4_0, BlockQ5_0};
+use crate::tensor::blocks::{as_blocks, BlockQ4K, BlockQ4_0, BlockQ5_0};
 use crate::tensor::DType;
 
 /// The environment variable that forces a variant when no explicit choice is made.
@@ -198,11 +200,19 @@ impl Device for CpuDevice {
             }
             _ if src.dtype == DType::Q5_0
                 && self.kernels.gemm_q5_0_x8.is_some()
-                && src.rows % repack_q5_0::ROWS == 0 =>
+                && src.rows % interleaved::ROWS == 0 =>
             {
                 let blocks = as_blocks::<BlockQ5_0>(&src.file.bytes()[src.range.clone()])?;
                 let packed = repack_q5_0::RepackedQ5_0::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q5_0(packed)))
+            }
+            _ if src.dtype == DType::Q4_K
+                && self.kernels.gemm_q4_k_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ4K>(&src.file.bytes()[src.range.clone()])?;
+                let packed = repack_q4_k::RepackedQ4K::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(&src, Repacked::Q4K(packed)))
             }
             _ => Ok(mapped),
         }

@@ -393,9 +393,9 @@ pub(crate) fn check_gemv<G>(group: &[G], x: &[BlockQ8_0], out: &[f32], rows: usi
 )]
 #[inline(always)]
 #[track_caller]
-pub(crate) fn check_gemm<G>(
+pub(crate) fn check_gemm<G, Y>(
     group: &[G],
-    x: &[BlockQ8_0],
+    x: &[Y],
     n: usize,
     out: &[f32],
     stride: usize,

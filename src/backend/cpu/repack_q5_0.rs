@@ -22,13 +22,12 @@
 
 use half::f16;
 
+pub use super::interleaved::ROWS;
+use super::interleaved::{GroupBlock, Interleaved};
 use super::kernels::Kernels;
 use super::repack::check_gemm;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ5_0, BlockQ8_0, QK};
-
-/// Rows per group.
-pub const ROWS: usize = 8;
 
 /// One column block of eight Q5_0 rows.
 #[repr(C)]
@@ -43,7 +42,10 @@ pub struct BlockQ5_0x8 {
 
 const _: () = assert!(std::mem::size_of::<BlockQ5_0x8>() == ROWS * 22);
 
-impl BlockQ5_0x8 {
+impl GroupBlock for BlockQ5_0x8 {
+    type Row = BlockQ5_0;
+    type Act = BlockQ8_0;
+
     fn interleave(rows: [&BlockQ5_0; ROWS]) -> BlockQ5_0x8 {
         let mut g = BlockQ5_0x8 {
             d: [f16::ZERO; ROWS],
@@ -60,7 +62,9 @@ impl BlockQ5_0x8 {
         }
         g
     }
+}
 
+impl BlockQ5_0x8 {
     /// Value `j` (0..32) of row `r`, signed as Q5_0 defines it.
     fn value(&self, r: usize, j: usize) -> i32 {
         let m = j % 16;
@@ -72,56 +76,11 @@ impl BlockQ5_0x8 {
 }
 
 /// A Q5_0 weight matrix in groups of eight interleaved rows.
-#[derive(Clone, Debug)]
-pub struct RepackedQ5_0 {
-    rows: usize,
-    cols: usize,
-    groups: Vec<BlockQ5_0x8>,
-    /// Rows past the last whole group, as plain Q5_0.
-    tail: Vec<BlockQ5_0>,
-}
+pub type RepackedQ5_0 = Interleaved<BlockQ5_0x8>;
 
 impl RepackedQ5_0 {
-    /// Repacks `rows` rows of `cols` values (`cols` a multiple of 32).
-    pub fn new(weights: &[BlockQ5_0], rows: usize, cols: usize) -> Result<RepackedQ5_0> {
-        if cols % QK != 0 || Some(weights.len()) != rows.checked_mul(cols / QK) {
-            return Err(Error::InvalidArgument(format!(
-                "cannot repack {} Q5_0 blocks as {rows} rows of {cols}",
-                weights.len()
-            )));
-        }
-        let per_row = cols / QK;
-        let whole = rows / ROWS * ROWS;
-        let groups = (0..whole / ROWS)
-            .flat_map(|g| (0..per_row).map(move |b| (g, b)))
-            .map(|(g, b)| {
-                BlockQ5_0x8::interleave(std::array::from_fn(|r| {
-                    &weights[(ROWS * g + r) * per_row + b]
-                }))
-            })
-            .collect();
-        Ok(RepackedQ5_0 {
-            rows,
-            cols,
-            groups,
-            tail: weights[whole * per_row..].to_vec(),
-        })
-    }
-
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-
-    /// Rows `rows` of the product with `n` activation rows `x`:
-    /// `out[i * len + j]` = row `rows.start + j` · activation row `i`, where
-    /// `len = rows.len()`. `sums` are `activation_sums(x)`. The range must
-    /// start at a group boundary and end at one or at the last row, so
-    /// threads split a matrix between whole groups. The variant's group
-    /// kernel where it has one, else the scalar one.
+    /// `Interleaved::rows_through` with the variant's group kernel where it
+    /// has one, else the scalar one; `sums` are `activation_sums(x)`.
     pub fn product_rows(
         &self,
         k: &Kernels,
@@ -131,36 +90,25 @@ impl RepackedQ5_0 {
         rows: std::ops::Range<usize>,
         out: &mut [f32],
     ) -> Result<()> {
-        let per_row = self.cols / QK;
-        let len = rows.len();
-        if rows.start % ROWS != 0
-            || (rows.end % ROWS != 0 && rows.end != self.rows)
-            || rows.end > self.rows
-            || Some(x.len()) != n.checked_mul(per_row)
-            || sums.len() != x.len()
-            || Some(out.len()) != n.checked_mul(len)
-        {
+        if sums.len() != x.len() {
             return Err(Error::InvalidArgument(format!(
-                "product of rows {rows:?} of a {}x{} repacked Q5_0 matrix with {n} activation rows",
-                self.rows, self.cols
+                "{} activation sums for {} blocks",
+                sums.len(),
+                x.len()
             )));
         }
         let gemm = k.gemm_q5_0_x8.unwrap_or(gemm_q5_0_x8);
-        let whole = self.rows / ROWS * ROWS;
-        let mut row = rows.start;
-        while row + ROWS <= rows.end.min(whole) {
-            let g = row / ROWS;
-            let group = &self.groups[g * per_row..(g + 1) * per_row];
-            gemm(group, x, sums, n, &mut out[row - rows.start..], len);
-            row += ROWS;
-        }
-        for row in rows.start.max(whole)..rows.end {
-            let w = &self.tail[(row - whole) * per_row..(row - whole + 1) * per_row];
-            for (i, xi) in x.chunks_exact(per_row).enumerate() {
-                out[i * len + row - rows.start] = (k.vec_dot_q5_0_q8_0)(w, xi);
-            }
-        }
-        Ok(())
+        self.rows_through(
+            |g: &[BlockQ5_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32], stride: usize| {
+                // The group's activation rows are all of `x`: so are the sums.
+                gemm(g, x, sums, n, out, stride)
+            },
+            k.vec_dot_q5_0_q8_0,
+            x,
+            n,
+            rows,
+            out,
+        )
     }
 }
 
