@@ -133,28 +133,25 @@ fn llama_bf16() {
     check("llama-bf16", None, 1);
 }
 
-/// Contexts past LongRoPE's original length would need the long factors,
-/// which lamina does not apply: an error naming the limit, not wrong logits.
+/// A context longer than LongRoPE's original length (256 here; the tests'
+/// contexts are 512) takes the long factors, as the reference does.
 #[test]
-fn phi3_long_contexts_are_refused() {
-    let file = Arc::new(GgufFile::from_bytes(family("phi3").write()).unwrap());
+fn phi3_long_factors_beyond_the_original_length() {
+    check("phi3-long", None, 1);
+}
+
+/// `lamina info` names the long factors and when they apply.
+#[test]
+fn phi3_info_names_the_long_factors() {
+    let file = Arc::new(GgufFile::from_bytes(family("phi3-long").write()).unwrap());
     let device = CpuDevice::new(None).unwrap().shared();
-    let model = Arc::new(Model::load(file, device, None).unwrap());
-    let err = Context::new(
-        model.clone(),
-        ContextParams {
-            n_ctx: 4097,
-            ..ContextParams::default()
-        },
-    )
-    .err()
-    .expect("an error");
-    assert!(err.to_string().contains("use at most 4096"), "{err}");
-    let ok = ContextParams {
-        n_ctx: 4096,
-        ..ContextParams::default()
-    };
-    assert!(Context::new(model, ok).is_ok());
+    let model = Model::load(file, device, None).unwrap();
+    let info = model.arch().hyperparameters();
+    assert!(
+        info.iter()
+            .any(|(k, v)| *k == "long rope" && v.contains("over 256 positions")),
+        "{info:?}"
+    );
 }
 
 #[test]

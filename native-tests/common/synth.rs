@@ -72,6 +72,29 @@ const BASE: Synth = Synth {
     u32_keys: &[],
 };
 
+/// Phi-3: fused products, LongRoPE factors (a context of up to 4096
+/// positions takes the short ones).
+const PHI3: Synth = Synth {
+    name: "phi3",
+    arch: "phi3",
+    vocab: "ggml-vocab-phi-3.gguf",
+    weights: GgmlType::Q5_1,
+    n_head_kv: 4,
+    output: true,
+    fused: true,
+    rope_factors: true,
+    keys: &[
+        ("rope.freq_base", 10000.0),
+        ("rope.scaling.attn_factor", 1.19),
+    ],
+    u32_keys: &[
+        ("rope.scaling.original_context_length", 4096),
+        // Ignored, as the reference ignores it.
+        ("attention.sliding_window", 8),
+    ],
+    ..BASE
+};
+
 /// Gemma 3: six layers, a window of 8 on two layers in three, Q/K norms and
 /// post-norms (the IQ4_XS family takes the same shape).
 const GEMMA3: Synth = Synth {
@@ -134,25 +157,16 @@ pub const FAMILIES: &[Synth] = &[
         keys: &[("rope.freq_base", 2000000.0)],
         ..BASE
     },
+    PHI3,
+    // Trained for 256 positions: the tests' contexts of 512 take LongRoPE's
+    // long factors.
     Synth {
-        name: "phi3",
-        arch: "phi3",
-        vocab: "ggml-vocab-phi-3.gguf",
-        weights: GgmlType::Q5_1,
-        n_head_kv: 4,
-        output: true,
-        fused: true,
-        rope_factors: true,
-        keys: &[
-            ("rope.freq_base", 10000.0),
-            ("rope.scaling.attn_factor", 1.19),
-        ],
+        name: "phi3-long",
         u32_keys: &[
-            ("rope.scaling.original_context_length", 4096),
-            // Ignored, as the reference ignores it.
+            ("rope.scaling.original_context_length", 256),
             ("attention.sliding_window", 8),
         ],
-        ..BASE
+        ..PHI3
     },
     // The 2- and 3-bit k-quants, on a small vocabulary.
     Synth {

@@ -148,7 +148,6 @@ impl Context {
         if pooling == Pooling::Rank {
             check_rank(&model)?;
         }
-        model.arch().check_context(params.n_ctx)?;
         let device = model.device().clone();
         // An encoder keeps no KV cache (a sequence is encoded whole), but its
         // cells still place a batch's tokens.
@@ -172,7 +171,7 @@ impl Context {
             params.n_batch
         };
         Ok(Context {
-            state: model.arch().new_state(max_tokens)?,
+            state: model.arch().new_state(max_tokens, params.n_ctx)?,
             scratch: DecodeScratch {
                 cells: Vec::with_capacity(params.n_batch),
                 outputs: Vec::with_capacity(params.n_batch),
@@ -247,8 +246,9 @@ impl Context {
     pub fn kv_seq_add(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) -> Result<()> {
         self.prompt_cache.clear();
         let arch = self.model.arch();
+        let state = &*self.state;
         let shift = |be: &mut dyn Backend, l: usize, row: &mut [f32], d: i32| {
-            arch.shift_keys(be, l, row, d)
+            arch.shift_keys(be, state, l, row, d)
         };
         self.kv
             .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)

@@ -233,7 +233,7 @@ impl Architecture for Bert {
         None
     }
 
-    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>> {
+    fn new_state(&self, max_tokens: usize, _n_ctx: usize) -> Result<Box<dyn Any + Send>> {
         let h = &self.hparams;
         let n = max_tokens.min(h.n_ctx_train);
         let buf = |width: usize| super::scratch(n, width);

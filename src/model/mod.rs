@@ -76,7 +76,9 @@ pub trait Architecture: Send + Sync {
     fn kv_layout(&self) -> Option<KvLayout>;
     /// Scratch space for micro-batches of up to `max_tokens` tokens
     /// (llama2.c's `RunState`): allocated once per context.
-    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>>;
+    /// `n_ctx`: the context's size, for what depends on it (LongRoPE's
+    /// choice of factors).
+    fn new_state(&self, max_tokens: usize, n_ctx: usize) -> Result<Box<dyn Any + Send>>;
     /// Runs a micro-batch through the decoder: stores its keys and values in
     /// its cells and appends to `out` one row per output token (logits, or
     /// hidden states with `ub.hidden`). (optional) Default: an error, for
@@ -131,10 +133,12 @@ pub trait Architecture: Send + Sync {
         )))
     }
     /// Re-rotates a cached key row of layer `layer` by `delta` positions
-    /// (the context shift). (optional) Default: an error.
+    /// (the context shift), as the context whose `state` it is rotates.
+    /// (optional) Default: an error.
     fn shift_keys(
         &self,
         _be: &mut dyn Backend,
+        _state: &dyn Any,
         _layer: usize,
         _row: &mut [f32],
         _delta: i32,
@@ -147,11 +151,6 @@ pub trait Architecture: Send + Sync {
     /// Weight matrices the device keeps in a layout of its own. (optional)
     fn repacked_matrices(&self) -> usize {
         0
-    }
-    /// An error when the architecture cannot run a context of `n_ctx`
-    /// positions as the reference would. (optional) Default: any size.
-    fn check_context(&self, _n_ctx: usize) -> Result<()> {
-        Ok(())
     }
     /// The hyperparameters as read from the file, named, for `lamina info`.
     /// (optional) Default: the sizes every architecture has.

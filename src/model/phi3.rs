@@ -2,9 +2,9 @@
 //! `attn_qkv` for Q, K and V; one `ffn_up` for gate and up), NeoX RoPE with
 //! LongRoPE's per-pair factors and `attn_factor`, and Q scaled by
 //! 1/sqrt(head_dim) before attention. The file's sliding window is ignored,
-//! as the reference ignores it. Of LongRoPE's two factor sets lamina applies
-//! the short one, which the reference uses for contexts up to the original
-//! training length; longer contexts are refused.
+//! as the reference ignores it. Of LongRoPE's two factor sets a context
+//! takes the short one up to the original training length and the long one
+//! beyond it, as the reference chooses (`decoder::LongRope`).
 
 use std::sync::Arc;
 
@@ -24,9 +24,12 @@ pub(crate) fn load(
     recipe.q_scale = Some(1.0 / (shape.head_dim as f32).sqrt());
     if let Some(short) = decoder::factors(file, "rope_factors_short.weight", rope.dim)? {
         rope.freq_factors = Some(short);
-        if decoder::factors(file, "rope_factors_long.weight", rope.dim)?.is_some() {
+        if let Some(long) = decoder::factors(file, "rope_factors_long.weight", rope.dim)? {
             let original = keys.opt_usize("rope.scaling.original_context_length")?;
-            recipe.max_ctx = Some(original.unwrap_or(shape.n_ctx_train));
+            recipe.long_rope = Some(decoder::LongRope {
+                original_ctx: original.unwrap_or(shape.n_ctx_train),
+                factors: long,
+            });
         }
     }
     let parts = Parts {

@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use super::kernels::VecDotFn;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::Block;
 
@@ -85,7 +86,7 @@ impl<G: GroupBlock> Interleaved<G> {
     pub fn rows_through(
         &self,
         gemm: impl Fn(&[G], &[G::Act], usize, &mut [f32], usize),
-        dot: fn(&[G::Row], &[G::Act]) -> f32,
+        dot: VecDotFn<G::Row, G::Act>,
         x: &[G::Act],
         n: usize,
         rows: Range<usize>,

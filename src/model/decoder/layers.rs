@@ -171,6 +171,18 @@ pub(crate) fn load(
     let output_norm = vec_of("output_norm.weight", d)?;
     let token_embd = table(device, file, &embd)?;
     steps.finish()?;
+    let long_ropes = match &recipe.long_rope {
+        Some(long) => layers
+            .iter()
+            .map(|l| {
+                l.spec.rope.clone().map(|mut r| {
+                    r.freq_factors = Some(long.factors.clone());
+                    r
+                })
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     Ok(Box::new(Decoder {
         name,
         shape,
@@ -179,6 +191,7 @@ pub(crate) fn load(
         output_norm,
         output,
         layers,
+        long_ropes,
     }))
 }
 

@@ -65,10 +65,26 @@ pub struct Recipe {
     pub logit_divisor: Option<f32>,
     /// c · tanh(logits / c) (Gemma 2's final soft-capping).
     pub logit_softcap: Option<f32>,
-    /// Longest context the loaded RoPE serves: beyond it the reference
-    /// switches to rotation factors lamina does not apply (Phi-3's long
-    /// LongRoPE factors).
-    pub max_ctx: Option<usize>,
+    /// LongRoPE's second set of factors (Phi-3), for contexts longer than
+    /// the original training length.
+    pub long_rope: Option<LongRope>,
+}
+
+/// LongRoPE's long factors: a context of more than `original_ctx` positions
+/// rotates with `factors` instead of the layers' own (short) ones. As in the
+/// reference, the length compared is the context size rounded up to a
+/// multiple of 256 (llama.cpp pads every context so).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LongRope {
+    pub original_ctx: usize,
+    pub factors: Vec<f32>,
+}
+
+impl LongRope {
+    /// Whether a context of `n_ctx` positions takes the long factors.
+    pub fn applies(&self, n_ctx: usize) -> bool {
+        n_ctx.div_ceil(256).saturating_mul(256) > self.original_ctx
+    }
 }
 
 impl Recipe {
@@ -83,7 +99,7 @@ impl Recipe {
             residual_scale: None,
             logit_divisor: None,
             logit_softcap: None,
-            max_ctx: None,
+            long_rope: None,
         }
     }
 }
@@ -123,11 +139,15 @@ pub struct Decoder {
     /// `None`: tied to the token embedding.
     output: Option<Matrix>,
     layers: Vec<Layer>,
+    /// Each layer's RoPE with LongRoPE's long factors (empty without them).
+    long_ropes: Vec<Option<Rope>>,
 }
 
 /// Scratch of one context's forward passes (llama2.c's `RunState`).
 struct State {
     max_tokens: usize,
+    /// The context is long enough for LongRoPE's long factors.
+    long_rope: bool,
     x: Vec<f32>,
     xn: Vec<f32>,
     /// Q (and K) before their per-head norm.
@@ -142,6 +162,17 @@ struct State {
     /// A fused product's output before it is split (empty without one).
     fused: Vec<f32>,
     last: Vec<f32>,
+}
+
+impl Decoder {
+    /// Layer `l`'s rotation (`None`: the layer does not rotate), with
+    /// LongRoPE's long factors when the context takes them.
+    fn rope(&self, l: usize, long: bool) -> Option<&Rope> {
+        match self.long_ropes.get(l) {
+            Some(rope) if long => rope.as_ref(),
+            _ => self.layers[l].spec.rope.as_ref(),
+        }
+    }
 }
 
 impl Architecture for Decoder {
@@ -168,11 +199,16 @@ impl Architecture for Decoder {
         })
     }
 
-    fn new_state(&self, max_tokens: usize) -> Result<Box<dyn Any + Send>> {
+    fn new_state(&self, max_tokens: usize, n_ctx: usize) -> Result<Box<dyn Any + Send>> {
         let s = &self.shape;
         let buf = |width: usize| super::scratch(max_tokens, width);
         Ok(Box::new(State {
             max_tokens,
+            long_rope: self
+                .recipe
+                .long_rope
+                .as_ref()
+                .is_some_and(|l| l.applies(n_ctx)),
             x: buf(s.n_embd)?,
             xn: buf(s.n_embd)?,
             raw: buf(s.q_width())?,
@@ -262,7 +298,7 @@ impl Architecture for Decoder {
                 raw_k.copy_from_slice(k);
                 be.rms_norm(raw_k, kn, r.rms_eps, k)?;
             }
-            if let Some(rope) = &layer.spec.rope {
+            if let Some(rope) = self.rope(l, s.long_rope) {
                 be.rope(rope, q, ub.pos)?;
                 be.rope(rope, k, ub.pos)?;
             }
@@ -335,29 +371,21 @@ impl Architecture for Decoder {
     fn shift_keys(
         &self,
         be: &mut dyn Backend,
+        state: &dyn Any,
         layer: usize,
         row: &mut [f32],
         delta: i32,
     ) -> Result<()> {
-        let spec = &self
-            .layers
-            .get(layer)
-            .ok_or_else(|| Error::InvalidArgument(format!("no layer {layer} to shift")))?
-            .spec;
-        match &spec.rope {
+        let s: &State = state
+            .downcast_ref()
+            .ok_or_else(|| Error::InvalidArgument(format!("not a {} state", self.name)))?;
+        if layer >= self.layers.len() {
+            return Err(Error::InvalidArgument(format!("no layer {layer} to shift")));
+        }
+        match self.rope(layer, s.long_rope) {
             Some(rope) => be.rope(rope, row, &[delta]),
             // Keys that were never rotated do not move.
             None => Ok(()),
-        }
-    }
-
-    fn check_context(&self, n_ctx: usize) -> Result<()> {
-        match self.recipe.max_ctx {
-            Some(max) if n_ctx > max => Err(Error::InvalidArgument(format!(
-                "a context of {n_ctx} positions needs this {} model's long RoPE factors, which lamina does not apply yet: use at most {max}",
-                self.name
-            ))),
-            _ => Ok(()),
         }
     }
 
@@ -436,6 +464,15 @@ impl Architecture for Decoder {
         if r.q_scale.is_none() {
             h.push(("score scale", r.kq_scale.to_string()));
         }
+        if let Some(long) = &r.long_rope {
+            h.push((
+                "long rope",
+                format!(
+                    "LongRoPE's long factors for contexts over {} positions",
+                    long.original_ctx
+                ),
+            ));
+        }
         h
     }
 
@@ -470,4 +507,30 @@ fn residual(
         be.scale(out, c)?;
     }
     be.add(x, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LongRope;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The reference's choice: the context size rounded up to 256 against
+    /// the original length.
+    #[test]
+    fn long_rope_follows_the_padded_context_size() {
+        let long = LongRope {
+            original_ctx: 4096,
+            factors: vec![],
+        };
+        assert!(!long.applies(4096));
+        assert!(!long.applies(3841), "padded to 4096");
+        assert!(long.applies(4097));
+        let odd = LongRope {
+            original_ctx: 4000,
+            factors: vec![],
+        };
+        assert!(odd.applies(3900), "padded to 4096");
+        assert!(!odd.applies(3840));
+    }
 }
