@@ -108,6 +108,12 @@ fn phi3_fused_longrope_q5_1() {
     check("phi3", None, 1);
 }
 
+/// Granite with `rope.scaling.finetuned = false`: no layer rotates.
+#[test]
+fn granite_without_rope() {
+    check("granite-nope", None, 1);
+}
+
 #[test]
 fn llama_q2_k() {
     check("llama-q2_k", None, 1);

@@ -46,6 +46,8 @@ pub struct Synth {
     pub keys: &'static [(&'static str, f32)],
     /// `{arch}.*` u32 keys beyond the shape.
     pub u32_keys: &'static [(&'static str, u32)],
+    /// `{arch}.*` bool keys beyond the shape.
+    pub bool_keys: &'static [(&'static str, bool)],
 }
 
 const BASE: Synth = Synth {
@@ -70,6 +72,7 @@ const BASE: Synth = Synth {
     rope_factors: false,
     keys: &[],
     u32_keys: &[],
+    bool_keys: &[],
 };
 
 /// Phi-3: fused products, LongRoPE factors (a context of up to 4096
@@ -215,21 +218,37 @@ pub const FAMILIES: &[Synth] = &[
         keys: &[("rope.freq_base", 500000.0)],
         ..BASE
     },
+    GRANITE,
+    // Granite's RoPE switch off: no layer rotates. Sharper attention than
+    // `granite`'s (whose 1/64 makes it nearly uniform), so positions matter.
     Synth {
-        name: "granite",
-        arch: "granite",
-        vocab: "ggml-vocab-gpt-2.gguf",
-        weights: GgmlType::F16,
-        output: true,
+        name: "granite-nope",
         keys: &[
             ("embedding_scale", 12.0),
             ("residual_scale", 0.22),
-            ("attention.scale", 0.015625),
+            ("attention.scale", 1.0),
             ("logit_scale", 8.0),
         ],
-        ..BASE
+        bool_keys: &[("rope.scaling.finetuned", false)],
+        ..GRANITE
     },
 ];
+
+/// Granite: its four multipliers.
+const GRANITE: Synth = Synth {
+    name: "granite",
+    arch: "granite",
+    vocab: "ggml-vocab-gpt-2.gguf",
+    weights: GgmlType::F16,
+    output: true,
+    keys: &[
+        ("embedding_scale", 12.0),
+        ("residual_scale", 0.22),
+        ("attention.scale", 0.015625),
+        ("logit_scale", 8.0),
+    ],
+    ..BASE
+};
 
 pub fn family(name: &str) -> &'static Synth {
     FAMILIES
@@ -277,6 +296,11 @@ impl Synth {
         ];
         meta.extend(self.keys.iter().map(|(k, v)| (key(k), Value::F32(*v))));
         meta.extend(self.u32_keys.iter().map(|(k, v)| (key(k), Value::U32(*v))));
+        meta.extend(
+            self.bool_keys
+                .iter()
+                .map(|(k, v)| (key(k), Value::Bool(*v))),
+        );
         for (k, v) in vocab.metadata().iter() {
             if k.starts_with("tokenizer.") {
                 meta.push((k.to_string(), v.clone()));

@@ -87,7 +87,7 @@ json.dump(g, open(path, "w"), indent=1)
 PY
   echo "goldens: $1" >&2
 }
-for name in llama3 qwen2 qwen3 gemma3 smollm3 phi3 phi3-long llama-q2_k qwen3-q3_k granite qwen2-iq4_nl gemma3-iq4_xs llama-bf16; do
+for name in llama3 qwen2 qwen3 gemma3 smollm3 phi3 phi3-long llama-q2_k qwen3-q3_k granite granite-nope qwen2-iq4_nl gemma3-iq4_xs llama-bf16; do
   run "$name" "$tmp/$name.gguf" "$prompt"
 done
 if [ -n "${1:-}" ]; then

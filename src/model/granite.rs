@@ -1,10 +1,12 @@
 //! Granite (3.x dense): the llama decoder with four multipliers from its
 //! keys: on the token embeddings, on Q·K (instead of 1/sqrt(head_dim)), on
 //! each block's output before its residual, and a divisor of the logits.
+//! `rope.scaling.finetuned = false` turns RoPE off in every layer (the
+//! reference reads the key as Granite's RoPE switch, on by default).
 
 use std::sync::Arc;
 
-use super::decoder::{self, Parts};
+use super::decoder::{self, LayerSpec, Parts};
 use super::weights::Progress;
 use super::Architecture;
 use crate::backend::{Device, RopeKind};
@@ -30,7 +32,11 @@ pub(crate) fn load(
     }
     recipe.residual_scale = multiplier("residual_scale")?;
     recipe.logit_divisor = Some(keys.positive("logit_scale", None)?);
-    let spec = decoder::uniform(&rope);
+    let uses_rope = keys.opt_bool("rope.scaling.finetuned")?.unwrap_or(true);
+    let spec = |_: usize| LayerSpec {
+        rope: uses_rope.then(|| rope.clone()),
+        window: None,
+    };
     decoder::load(
         "granite",
         file,

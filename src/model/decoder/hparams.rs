@@ -54,6 +54,15 @@ impl<'a> Keys<'a> {
         }
     }
 
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
+        let name = self.name(key);
+        if self.md.contains(&name) {
+            self.md.get_bool(&name).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
     pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>> {
         let name = self.name(key);
         if self.md.contains(&name) {
