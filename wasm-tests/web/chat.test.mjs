@@ -9,6 +9,8 @@
 //   - the stop button ends a long generation at once and the page stays usable;
 // then saves a screenshot. Served without COOP/COEP (/plain/), the page falls
 // back to the single-thread build, says why, and still generates and stops.
+// Gemma 3 270M (a browser-sized model of the new families) chats through the
+// page with its file's template: the reference's prompt ids and greedy ids.
 // One more case embeds a MiniLM golden sentence through the package's worker.
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
@@ -23,6 +25,7 @@ const pageUrl = process.env.LAMINA_WEB_URL;
 const screenshot = process.env.LAMINA_SCREENSHOT;
 const { chromium } = createRequire(`${process.env.LAMINA_TOOLS}/`)('playwright-core');
 const MODEL = 'SmolLM2-135M-Instruct.Q4_1.gguf';
+const GEMMA = 'gemma-3-270m-q4_k_m.gguf';
 const N_TOKENS = 16;
 
 const golden = JSON.parse(
@@ -50,10 +53,10 @@ function launch() {
   });
 }
 
-/** Opens the page at `url` and loads SmolLM2 with 2 threads; `{ info, engine }`. */
-async function openAndLoad(page, url) {
+/** Opens the page at `url` and loads `model` (SmolLM2) with 2 threads; `{ info, engine }`. */
+async function openAndLoad(page, url, model = MODEL) {
   await page.goto(url);
-  await page.fill('#url', `/models/${MODEL}`);
+  await page.fill('#url', `/models/${model}`);
   await page.fill('#threads', '2');
   await page.click('#load-button');
   await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state), null, { timeout: 120_000 });
@@ -117,6 +120,41 @@ test('the chat page generates golden tokens with the threaded build', async () =
 
     // Stop: a long generation ends at the click, reported as an abort.
     await stopLongGeneration(page);
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('Gemma 3 270M chats in the page with its own template', async () => {
+  const g = JSON.parse(
+    await readFile(`${repo}/native-tests/golden/families/gemma3-270m-chat.json`, 'utf8'),
+  );
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    const { info, engine } = await openAndLoad(page, pageUrl, GEMMA);
+    assert.equal(info.build, 'threaded', engine);
+    await page.selectOption('#mode', 'chat');
+    await page.fill('#n_predict', '8');
+    await page.fill('#temperature', '0');
+    // The golden's prompt is this message through Gemma's template.
+    await page.fill('#prompt', 'Give me three tips for learning to cook.');
+    await page.click('#send');
+    await page.waitForFunction(() => document.body.dataset.state === 'generating');
+    await page.waitForFunction(() => document.body.dataset.state === 'ready', null, { timeout: 180_000 });
+    const result = await page.evaluate(() => window.laminaPage.last);
+    assert.ok(result, await page.textContent('#chat'));
+    assert.deepEqual(result.prompt_ids, g.prompt_ids, 'the template and tokenizer as the reference');
+    // Greedy ids equal the reference's up to its first near-tie.
+    let sure = g.step_top5.findIndex((s) => s[0][1] - s[1][1] < 0.5);
+    if (sure < 0) sure = g.generated_ids.length;
+    const n = Math.min(sure, 8);
+    assert.equal(result.generated_ids.length, 8);
+    assert.deepEqual(result.generated_ids.slice(0, n), g.generated_ids.slice(0, n));
+    assert.equal(await page.textContent('.msg.assistant'), result.text);
     assert.deepEqual(errors, []);
   } finally {
     await browser.close();
