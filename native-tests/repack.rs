@@ -167,8 +167,15 @@ mod q5_0 {
     //! |value|: a wrong value or scale moves a result by 0.01 or more); the
     //! rows past the last group go through the variant's own `vec_dot`.
 
-    use super::*;
+    // Named imports: a glob of the parent would bring its wasm `test` next
+    // to the built-in attribute (ambiguous).
+    use super::{q8_0, supported_kernels};
+    use crate::common::{ggml_test_values, Rng};
     use lamina::backend::cpu::repack_q5_0::{self, activation_sums, RepackedQ5_0};
+    use lamina::backend::cpu::Kernels;
+    use lamina::tensor::blocks::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn q5_0(x: &[f32]) -> Vec<BlockQ5_0> {
         let mut out = vec![BlockQ5_0::zeroed(); x.len() / QK];
@@ -334,8 +341,13 @@ mod q4_k {
     //! every result equals the scalar `vec_dot` of its row bit for bit (every
     //! variant's k-quant `vec_dot` equals the scalar one).
 
-    use super::*;
+    use super::supported_kernels;
+    use crate::common::{ggml_test_values, Rng};
     use lamina::backend::cpu::repack_q4_k::{self, RepackedQ4K};
+    use lamina::backend::cpu::Kernels;
+    use lamina::tensor::blocks::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn q4_k(x: &[f32]) -> Vec<BlockQ4K> {
         let mut out = vec![BlockQ4K::zeroed(); x.len() / QK_K];

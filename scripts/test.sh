@@ -79,7 +79,7 @@ for cpu in "${AARCH64_CPUS[@]}"; do
     # five golden prompts (the others differ in text, not in kernels).
     selection=(--lib "${light_tests[@]}" -- --skip every_variant --skip perplexity
       --skip chat_q4_1 --skip prose_q4_1 --skip chat_study_tips_q4_1
-      --skip qwen2_biases --skip gemma3_sliding --skip smollm3_no_rope --skip granite_multipliers
+      --skip qwen2_biases --skip gemma3_sliding --skip smollm3_no_rope --skip granite_
       --skip phi3_ --skip llama3_rope --skip qwen3_qk_norm --skip _iq4_ --skip llama_bf16)
   fi
   LAMINA_EXPECT_VARIANT=$expect_variant LAMINA_EXPECT_SVE_BITS=$expect_bits \
