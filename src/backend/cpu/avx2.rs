@@ -402,59 +402,58 @@ fn gemm_q5_0_x8(
 ) {
     super::repack_q5_0::check_group(group, x, sums, n, out, stride);
     let per_row = group.len();
-    let mut i = 0;
-    // Up to four activation rows share each decoded weight block.
-    while i < n {
-        let take = (n - i).min(4);
-        let row = |j: usize| {
-            let a = i + j.min(take - 1);
-            a * per_row..(a + 1) * per_row
-        };
-        let xs: [&[BlockQ8_0]; 4] = std::array::from_fn(|j| &x[row(j)]);
-        let ss: [&[i32]; 4] = std::array::from_fn(|j| &sums[row(j)]);
-        let mut res = [[0f32; 8]; 4];
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
         // SAFETY: only reachable through the table built after detecting
         // avx2, fma and f16c; every `xs` and `ss` row is `per_row` long
         // (sliced above, within the lengths checked at the top), and `res`
         // is typed.
         unsafe {
             match take {
-                4 => gemm_tile_q5_0_x8::<4>(group, &xs, &ss, &mut res),
-                3 => gemm_tile_q5_0_x8::<3>(group, &xs, &ss, &mut res),
-                2 => gemm_tile_q5_0_x8::<2>(group, &xs, &ss, &mut res),
-                _ => gemm_tile_q5_0_x8::<1>(group, &xs, &ss, &mut res),
+                4 => gemm_tile_q5_0_x8::<4>(group, &xs, &ss, res),
+                3 => gemm_tile_q5_0_x8::<3>(group, &xs, &ss, res),
+                2 => gemm_tile_q5_0_x8::<2>(group, &xs, &ss, res),
+                _ => gemm_tile_q5_0_x8::<1>(group, &xs, &ss, res),
             }
         }
-        for (j, res) in res.iter().take(take).enumerate() {
-            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
-        }
-        i += take;
-    }
+    });
 }
 fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
     super::repack::check_gemm(group, x, n, out, stride, 8);
     let per_row = group.len();
-    let mut i = 0;
-    // Up to four activation rows share each decoded weight block.
-    while i < n {
-        let take = (n - i).min(4);
-        let xs: [&[BlockQ8K]; 4] = std::array::from_fn(|j| {
-            let a = i + j.min(take - 1);
-            &x[a * per_row..(a + 1) * per_row]
-        });
-        let mut res = [[0f32; 8]; 4];
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
         // SAFETY: only reachable through the table built after detecting
         // avx2, fma and f16c; every `xs` row is `per_row` blocks long
         // (sliced above, within the length checked at the top), and `res`
         // is typed.
         unsafe {
             match take {
-                4 => gemm_tile_q4_k_x8::<4>(group, &xs, &mut res),
-                3 => gemm_tile_q4_k_x8::<3>(group, &xs, &mut res),
-                2 => gemm_tile_q4_k_x8::<2>(group, &xs, &mut res),
-                _ => gemm_tile_q4_k_x8::<1>(group, &xs, &mut res),
+                4 => gemm_tile_q4_k_x8::<4>(group, &xs, res),
+                3 => gemm_tile_q4_k_x8::<3>(group, &xs, res),
+                2 => gemm_tile_q4_k_x8::<2>(group, &xs, res),
+                _ => gemm_tile_q4_k_x8::<1>(group, &xs, res),
             }
         }
+    });
+}
+/// Runs `tile(rows, take, res)` over the `n` activation rows four at a
+/// time, so up to four rows share each decoded weight block (`rows`: the
+/// tile's row indices, the last repeated to fill a short tile; `take`: how
+/// many are real), and stores each real row's eight outputs at
+/// `out[row * stride..]`. The callers have checked that `out` reaches them.
+fn in_tiles_of_four(
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut([usize; 4], usize, &mut [[f32; 8]; 4]),
+) {
+    let mut i = 0;
+    while i < n {
+        let take = (n - i).min(4);
+        let mut res = [[0f32; 8]; 4];
+        tile(std::array::from_fn(|j| i + j.min(take - 1)), take, &mut res);
         for (j, res) in res.iter().take(take).enumerate() {
             out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
         }
@@ -485,31 +484,20 @@ fn gemm_q4_0_x8i8(
 ) {
     super::repack::check_gemm(group, x, n, out, stride, 8);
     let per_row = group.len();
-    let mut i = 0;
-    // Up to four activation rows share each unpacked weight block.
-    while i < n {
-        let take = (n - i).min(4);
-        let xs: [&[BlockQ8_0]; 4] = std::array::from_fn(|j| {
-            let a = i + j.min(take - 1);
-            &x[a * per_row..(a + 1) * per_row]
-        });
-        let mut res = [[0f32; 8]; 4];
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
         // SAFETY: only reachable through the table built after detecting
         // avx2, fma and f16c; every `xs` row is `per_row` blocks long (sliced
         // above, within the length checked at the top), and `res` is typed.
         unsafe {
             match take {
-                4 => gemm_tile_x8i8::<4>(group, &xs, &mut res),
-                3 => gemm_tile_x8i8::<3>(group, &xs, &mut res),
-                2 => gemm_tile_x8i8::<2>(group, &xs, &mut res),
-                _ => gemm_tile_x8i8::<1>(group, &xs, &mut res),
+                4 => gemm_tile_x8i8::<4>(group, &xs, res),
+                3 => gemm_tile_x8i8::<3>(group, &xs, res),
+                2 => gemm_tile_x8i8::<2>(group, &xs, res),
+                _ => gemm_tile_x8i8::<1>(group, &xs, res),
             }
         }
-        for (j, res) in res.iter().take(take).enumerate() {
-            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
-        }
-        i += take;
-    }
+    });
 }
 fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);
