@@ -335,130 +335,154 @@ mod q5_0 {
     }
 }
 
-mod q4_k {
-    //! Repacked Q4_K: eight interleaved rows per group, for variants with a
-    //! group kernel. Exact integer sums and `vec_dot`'s float combination:
-    //! every result equals the scalar `vec_dot` of its row bit for bit (every
-    //! variant's k-quant `vec_dot` equals the scalar one).
+/// The tests of a k-quant whose rows are interleaved eight at a time, for
+/// variants with a group kernel: exact integer sums and `vec_dot`'s float
+/// combination, so every result equals the scalar `vec_dot` of its row bit
+/// for bit (every variant's k-quant `vec_dot` equals the scalar one).
+macro_rules! k_quant_group_tests {
+    ($name:ident, $repack:ident, $Row:ident, $Packed:ident, $gemm:ident, $vec_dot:ident, $extreme:expr) => {
+        mod $name {
+            use super::supported_kernels;
+            use crate::common::{ggml_test_values, Rng};
+            use lamina::backend::cpu::$repack::{$gemm, $Packed};
+            use lamina::backend::cpu::Kernels;
+            use lamina::tensor::blocks::*;
+            #[cfg(target_arch = "wasm32")]
+            use wasm_bindgen_test::wasm_bindgen_test as test;
 
-    use super::supported_kernels;
-    use crate::common::{ggml_test_values, Rng};
-    use lamina::backend::cpu::repack_q4_k::{self, RepackedQ4K};
-    use lamina::backend::cpu::Kernels;
-    use lamina::tensor::blocks::*;
-    #[cfg(target_arch = "wasm32")]
-    use wasm_bindgen_test::wasm_bindgen_test as test;
+            fn quantize(x: &[f32]) -> Vec<$Row> {
+                let mut out = vec![$Row::zeroed(); x.len() / QK_K];
+                lamina::tensor::quants::$name::quantize(x, &mut out);
+                out
+            }
 
-    fn q4_k(x: &[f32]) -> Vec<BlockQ4K> {
-        let mut out = vec![BlockQ4K::zeroed(); x.len() / QK_K];
-        lamina::tensor::quants::q4_k::quantize(x, &mut out);
-        out
-    }
+            fn q8_k(x: &[f32]) -> Vec<BlockQ8K> {
+                let mut out = vec![BlockQ8K::zeroed(); x.len() / QK_K];
+                lamina::tensor::quants::q8_k::quantize(x, &mut out);
+                out
+            }
 
-    fn q8_k(x: &[f32]) -> Vec<BlockQ8K> {
-        let mut out = vec![BlockQ8K::zeroed(); x.len() / QK_K];
-        lamina::tensor::quants::q8_k::quantize(x, &mut out);
-        out
-    }
+            /// The scalar table with the scalar group kernel, and every
+            /// supported variant's table that has a group kernel.
+            fn tables() -> Vec<Kernels> {
+                let mut scalar = Kernels::scalar();
+                scalar.$gemm = Some($gemm);
+                let mut all = vec![scalar];
+                all.extend(supported_kernels().into_iter().filter(|k| k.$gemm.is_some()));
+                all
+            }
 
-    /// The scalar table with the scalar group kernel, and every supported
-    /// variant's table that has a group kernel.
-    fn tables() -> Vec<Kernels> {
-        let mut scalar = Kernels::scalar();
-        scalar.gemm_q4_k_x8 = Some(repack_q4_k::gemm_q4_k_x8);
-        let mut all = vec![scalar];
-        all.extend(
-            supported_kernels()
-                .into_iter()
-                .filter(|k| k.gemm_q4_k_x8.is_some()),
-        );
-        all
-    }
-
-    fn assert_rows_equal_vec_dot(
-        w: &[BlockQ4K],
-        x: &[BlockQ8K],
-        rows: usize,
-        cols: usize,
-        n: usize,
-        what: &str,
-    ) {
-        let scalar = Kernels::scalar();
-        let per_row = cols / QK_K;
-        let packed = RepackedQ4K::new(w, rows, cols).unwrap();
-        for k in tables() {
-            // Every piece a thread could be given: whole groups.
-            for start in (0..rows).step_by(8) {
-                for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
-                    let len = end - start;
-                    let mut out = vec![f32::NAN; n * len];
-                    packed.product_rows(&k, x, n, start..end, &mut out).unwrap();
-                    for i in 0..n {
-                        let xi = &x[i * per_row..(i + 1) * per_row];
-                        for r in start..end {
-                            let want =
-                                (scalar.vec_dot_q4_k_q8_k)(&w[r * per_row..(r + 1) * per_row], xi);
-                            let got = out[i * len + r - start];
-                            assert_eq!(
-                                got.to_bits(),
-                                want.to_bits(),
-                                "{what} {} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}: {got} vs {want}",
-                                k.variant
-                            );
+            fn assert_rows_equal_vec_dot(
+                w: &[$Row],
+                x: &[BlockQ8K],
+                rows: usize,
+                cols: usize,
+                n: usize,
+                what: &str,
+            ) {
+                let scalar = Kernels::scalar();
+                let per_row = cols / QK_K;
+                let packed = $Packed::new(w, rows, cols).unwrap();
+                for k in tables() {
+                    // Every piece a thread could be given: whole groups.
+                    for start in (0..rows).step_by(8) {
+                        for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
+                            let len = end - start;
+                            let mut out = vec![f32::NAN; n * len];
+                            packed.product_rows(&k, x, n, start..end, &mut out).unwrap();
+                            for i in 0..n {
+                                let xi = &x[i * per_row..(i + 1) * per_row];
+                                for r in start..end {
+                                    let wr = &w[r * per_row..(r + 1) * per_row];
+                                    let want = (scalar.$vec_dot)(wr, xi);
+                                    let got = out[i * len + r - start];
+                                    assert_eq!(
+                                        got.to_bits(),
+                                        want.to_bits(),
+                                        "{what} {} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}: {got} vs {want}",
+                                        k.variant
+                                    );
+                                }
+                            }
                         }
                     }
                 }
             }
-        }
-    }
 
-    #[test]
-    fn products_equal_row_by_row_vec_dot() {
-        let mut rng = Rng::new(8);
-        for rows in [8usize, 13, 16] {
-            for cols in [256usize, 512] {
-                for n in [1usize, 3, 4, 6] {
-                    let w = q4_k(&ggml_test_values(rng.next_u64(), rows * cols));
-                    let x = q8_k(&ggml_test_values(rng.next_u64(), n * cols));
-                    assert_rows_equal_vec_dot(&w, &x, rows, cols, n, "random");
+            #[test]
+            fn products_equal_row_by_row_vec_dot() {
+                let mut rng = Rng::new(8);
+                for rows in [8usize, 13, 16] {
+                    for cols in [256usize, 512] {
+                        for n in [1usize, 3, 4, 6] {
+                            let w = quantize(&ggml_test_values(rng.next_u64(), rows * cols));
+                            let x = q8_k(&ggml_test_values(rng.next_u64(), n * cols));
+                            assert_rows_equal_vec_dot(&w, &x, rows, cols, n, "random");
+                        }
+                    }
                 }
             }
-        }
-    }
 
-    #[test]
-    fn extreme_values_stay_exact() {
-        // Every nibble 15, every scale and min 63, activations at -128 and
-        // 127: the 16-bit partial sums and the 16-bit sub-block sums are at
-        // their largest.
-        let cols = 512;
-        let mut w = q4_k(&ggml_test_values(1, 8 * cols));
-        for b in w.iter_mut() {
-            b.qs = [0xFF; 128];
-            b.scales = [0xFF; 12];
-        }
-        for fill in [-128i8, 127] {
-            let mut x = q8_k(&ggml_test_values(2, 2 * cols));
-            for b in x.iter_mut() {
-                b.qs = [fill; QK_K];
-                b.bsums = [16 * fill as i16; 16];
+            #[test]
+            fn extreme_values_stay_exact() {
+                // The largest quants and scales, activations at -128 and
+                // 127: the 16-bit partial sums are at their largest.
+                let cols = 512;
+                let mut w = quantize(&ggml_test_values(1, 8 * cols));
+                w.iter_mut().for_each($extreme);
+                for fill in [-128i8, 127] {
+                    let mut x = q8_k(&ggml_test_values(2, 2 * cols));
+                    for b in x.iter_mut() {
+                        b.qs = [fill; QK_K];
+                        b.bsums = [16 * fill as i16; 16];
+                    }
+                    assert_rows_equal_vec_dot(&w, &x, 8, cols, 2, &format!("all {fill}"));
+                }
             }
-            assert_rows_equal_vec_dot(&w, &x, 8, cols, 2, &format!("all {fill}"));
-        }
-    }
 
-    #[test]
-    fn bad_shapes_are_errors() {
-        let w = q4_k(&ggml_test_values(1, 8 * 256));
-        assert!(RepackedQ4K::new(&w, 8, 128).is_err());
-        assert!(RepackedQ4K::new(&w, 9, 256).is_err());
-        let packed = RepackedQ4K::new(&w, 8, 256).unwrap();
-        let k = Kernels::scalar();
-        let x = q8_k(&ggml_test_values(2, 256));
-        let mut out = [0.0; 8];
-        assert!(packed.product_rows(&k, &x[..0], 1, 0..8, &mut out).is_err());
-        assert!(packed.product_rows(&k, &x, 1, 0..4, &mut out[..4]).is_err());
-        assert!(packed.product_rows(&k, &x, 1, 0..9, &mut out).is_err());
-        assert!(packed.product_rows(&k, &x, 2, 0..8, &mut out).is_err());
-    }
+            #[test]
+            fn bad_shapes_are_errors() {
+                let w = quantize(&ggml_test_values(1, 8 * 256));
+                assert!($Packed::new(&w, 8, 128).is_err());
+                assert!($Packed::new(&w, 9, 256).is_err());
+                let packed = $Packed::new(&w, 8, 256).unwrap();
+                let k = Kernels::scalar();
+                let x = q8_k(&ggml_test_values(2, 256));
+                let mut out = [0.0; 8];
+                assert!(packed.product_rows(&k, &x[..0], 1, 0..8, &mut out).is_err());
+                assert!(packed.product_rows(&k, &x, 1, 0..4, &mut out[..4]).is_err());
+                assert!(packed.product_rows(&k, &x, 1, 0..9, &mut out).is_err());
+                assert!(packed.product_rows(&k, &x, 2, 0..8, &mut out).is_err());
+            }
+        }
+    };
 }
+
+// Q4_K: every nibble 15, every 6-bit scale and min 63.
+k_quant_group_tests!(
+    q4_k,
+    repack_q4_k,
+    BlockQ4K,
+    RepackedQ4K,
+    gemm_q4_k_x8,
+    vec_dot_q4_k_q8_k,
+    |b| {
+        b.qs = [0xFF; 128];
+        b.scales = [0xFF; 12];
+    }
+);
+// Q6_K: every value 63 (31 after the offset) and every scale -128, the
+// 16-bit sums of two unsigned products at their largest.
+k_quant_group_tests!(
+    q6_k,
+    repack_q6_k,
+    BlockQ6K,
+    RepackedQ6K,
+    gemm_q6_k_x8,
+    vec_dot_q6_k_q8_k,
+    |b| {
+        b.ql = [0xFF; 128];
+        b.qh = [0xFF; 64];
+        b.scales = [-128; 16];
+    }
+);

@@ -22,7 +22,10 @@ AARCH64_FULL_CPU="max,sve256=on"
 # whose test-time quantizer search is float work that emulation makes slow:
 # their kernels are checked bit for bit on every model), the same code on
 # every target, run natively and in wasm; under emulation each costs a
-# minute or more. Every other golden forward pass still runs.
+# minute or more. Three of the five greedy prompts and MiniLM's per-token
+# vectors are skipped too: they run the same kernels as the prompts and the
+# pooled vectors that stay, with other text. Every other golden forward pass
+# still runs.
 AARCH64_EMULATION_SKIP=(
   decoding_allocates_nothing_per_token
   bad_inputs_are_clear_errors sequences_in_one_batch_equal_separate_runs
@@ -32,6 +35,7 @@ AARCH64_EMULATION_SKIP=(
   run_sampler_options bench_json_has_llama_bench_keys
   k_quant_mixtures_like_llama_quantize greedy_completions_follow_llama_cpp
   perplexity_q4_1 gemma3_iq4_xs qwen2_iq4_nl
+  chat_q4_1 prose_q4_1 chat_study_tips_q4_1 minilm_per_token_vectors_match_llama_cpp
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"

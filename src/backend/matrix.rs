@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::repack_q4_k::RepackedQ4K;
 use crate::backend::cpu::repack_q5_0::RepackedQ5_0;
+use crate::backend::cpu::repack_q6_k::RepackedQ6K;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::tensor::DType;
@@ -43,6 +44,7 @@ pub(crate) enum Repacked {
     Q4_0(RepackedQ4_0),
     Q5_0(RepackedQ5_0),
     Q4K(RepackedQ4K),
+    Q6K(RepackedQ6K),
 }
 
 /// A weight matrix bound to a device.
@@ -126,6 +128,7 @@ impl Matrix {
             Storage::Repacked(Repacked::Q4_0(_)) => self.rows * self.dtype.bytes_for(self.cols),
             Storage::Repacked(Repacked::Q5_0(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q4K(p)) => p.size_bytes(),
+            Storage::Repacked(Repacked::Q6K(p)) => p.size_bytes(),
         }
     }
 }

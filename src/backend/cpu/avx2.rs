@@ -10,6 +10,7 @@ use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
+use super::repack_q6_k::BlockQ6Kx8;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
 
@@ -51,6 +52,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
+        gemm_q6_k_x8: Some(gemm_q6_k_x8),
         scores_f16,
         wsum_f16,
         axpy_f32,
@@ -434,6 +436,22 @@ fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32],
                 3 => gemm_tile_q4_k_x8::<3>(group, &xs, res),
                 2 => gemm_tile_q4_k_x8::<2>(group, &xs, res),
                 _ => gemm_tile_q4_k_x8::<1>(group, &xs, res),
+            }
+        }
+    });
+}
+fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
+    super::repack::check_gemm(group, x, n, out, stride, 8);
+    let per_row = group.len();
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        // SAFETY: as in `gemm_q4_k_x8`.
+        unsafe {
+            match take {
+                4 => gemm_tile_q6_k_x8::<4>(group, &xs, res),
+                3 => gemm_tile_q6_k_x8::<3>(group, &xs, res),
+                2 => gemm_tile_q6_k_x8::<2>(group, &xs, res),
+                _ => gemm_tile_q6_k_x8::<1>(group, &xs, res),
             }
         }
     });
@@ -1659,6 +1677,167 @@ unsafe fn gemm_tile_q4_k_x8<const A: usize>(
                 _mm256_mul_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(min_sums)),
             );
             *a = _mm256_add_ps(*a, scaled);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q6_K rows times `A` (1..=4) activation rows. Per
+/// super-block the weights' six-bit values (unsigned, 0..63) and the scale
+/// vectors are decoded once for all `A` rows. For each sub-block of 16, two
+/// `maddubs` per half (rows 0-3, rows 4-7) are summed in 16 bits (|sum| <=
+/// 2·2·63·128 < 2^15) and `madd` with the rows' signed scales widens them;
+/// the − 32 of every value comes after, as 32 × Σ scale × (the sub-block's
+/// activation sum from Q8_K), also through `madd`. The integers are
+/// `kquant_dot::q6_k`'s, and so is the float combination (no FMA): each
+/// result equals `vec_dot_q6_k_q8_k` bit for bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_k_x8`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_tile_q6_k_x8<const A: usize>(
+    group: &[BlockQ6Kx8],
+    xs: &[&[BlockQ8K]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let high_mask = _mm256_set1_epi8(0x30);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    // From 8 scale bytes (rows 4·half.. at stride 2, sub-block parity t in
+    // the byte's position), row r's scale to the high byte of its four
+    // 16-bit lanes; an arithmetic shift then sign-extends it.
+    let z = -128i8; // a pshufb index that writes zero
+    let widen = |t: i8| {
+        _mm256_setr_epi8(
+            z,
+            t,
+            z,
+            t,
+            z,
+            t,
+            z,
+            t,
+            z,
+            t + 2,
+            z,
+            t + 2,
+            z,
+            t + 2,
+            z,
+            t + 2,
+            z,
+            t + 4,
+            z,
+            t + 4,
+            z,
+            t + 4,
+            z,
+            t + 4,
+            z,
+            t + 6,
+            z,
+            t + 6,
+            z,
+            t + 6,
+            z,
+            t + 6,
+        )
+    };
+    let widen_scale = [widen(0), widen(1)];
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        // w[h][k][nib][half]: rows 4·half.., values 128h + 64·nib + 8k..
+        let mut w = [[[[_mm256_setzero_si256(); 2]; 2]; 8]; 2];
+        for (h, w) in w.iter_mut().enumerate() {
+            for k in 0..4 {
+                for half in 0..2 {
+                    let qh =
+                        _mm256_loadu_si256(b.qh.as_ptr().add(256 * h + 64 * k + 32 * half).cast());
+                    // The pair of bits 2i of byte l is value l + 32i's:
+                    // i = 0, 2 for the nibbles of ql chunk k, 1, 3 for k + 4.
+                    let pairs = [
+                        [_mm256_slli_epi16(qh, 4), qh],
+                        [_mm256_slli_epi16(qh, 2), _mm256_srli_epi16(qh, 2)],
+                    ];
+                    for (kk, pairs) in [k, k + 4].into_iter().zip(pairs) {
+                        let ql = _mm256_loadu_si256(
+                            b.ql.as_ptr().add(512 * h + 64 * kk + 32 * half).cast(),
+                        );
+                        let nibbles = [
+                            _mm256_and_si256(ql, low_mask),
+                            _mm256_and_si256(_mm256_srli_epi16(ql, 4), low_mask),
+                        ];
+                        for nib in 0..2 {
+                            w[kk][nib][half] = _mm256_or_si256(
+                                nibbles[nib],
+                                _mm256_and_si256(pairs[nib], high_mask),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // scales[s][half]: rows 4·half..'s scale of sub-block s, per lane.
+        let scales: [[__m256i; 2]; 16] = std::array::from_fn(|s| {
+            std::array::from_fn(|half| {
+                let bytes = b
+                    .scales
+                    .as_ptr()
+                    .add(16 * (s / 2) + 8 * half)
+                    .cast::<i64>()
+                    .read_unaligned();
+                let v = _mm256_shuffle_epi8(_mm256_set1_epi64x(bytes), widen_scale[s % 2]);
+                _mm256_srai_epi16(v, 8)
+            })
+        });
+        // Each row's (scale of sub-block 2p, of 2p + 1) in 16 bits.
+        let pair_scales: [__m256i; 8] = std::array::from_fn(|p| {
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(b.scales.as_ptr().add(16 * p).cast()))
+        });
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            let mut sums = [_mm256_setzero_si256(); 2];
+            for h in 0..2 {
+                for nib in 0..2 {
+                    for m in 0..4 {
+                        // Sub-block s: values 128h + 64·nib + 16m.., the
+                        // chunks k = 2m, 2m + 1.
+                        let s = 8 * h + 4 * nib + m;
+                        let at = 16 * s;
+                        let y0 = _mm256_set1_epi64x(
+                            y.qs.as_ptr().add(at).cast::<i64>().read_unaligned(),
+                        );
+                        let y1 = _mm256_set1_epi64x(
+                            y.qs.as_ptr().add(at + 8).cast::<i64>().read_unaligned(),
+                        );
+                        for (half, sum) in sums.iter_mut().enumerate() {
+                            let p = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(w[h][2 * m][nib][half], y0),
+                                _mm256_maddubs_epi16(w[h][2 * m + 1][nib][half], y1),
+                            );
+                            *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(p, scales[s][half]));
+                        }
+                    }
+                }
+            }
+            // Lanes hold (row, half-of-the-run) pairs: add each pair and
+            // restore row order.
+            let dots = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[0], sums[1]), order);
+            // Σ scale × (sub-block activation sum), per row.
+            let mut runs = _mm256_setzero_si256();
+            for (p, scales) in pair_scales.iter().enumerate() {
+                let bsums = y.bsums.as_ptr().add(2 * p).cast::<i32>().read_unaligned();
+                runs = _mm256_add_epi32(runs, _mm256_madd_epi16(*scales, _mm256_set1_epi32(bsums)));
+            }
+            let dots = _mm256_sub_epi32(dots, _mm256_slli_epi32(runs, 5));
+            let yd = _mm256_set1_ps(y.d);
+            *a = _mm256_add_ps(
+                *a,
+                _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(dots)),
+            );
         }
     }
     for (j, a) in acc.iter().enumerate() {

@@ -8,6 +8,7 @@ use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
+use super::repack_q6_k::BlockQ6Kx8;
 use super::variant::CpuVariant;
 use super::{rows, scalar};
 use crate::backend::ops::Rope;
@@ -24,6 +25,8 @@ pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
 pub type GemmQ5_0Fn = fn(&[BlockQ5_0x8], &[BlockQ8_0], &[i32], usize, &mut [f32], usize);
 /// `GemmFn` for eight repacked Q4_K rows, with Q8_K activations.
 pub type GemmQ4KFn = fn(&[BlockQ4Kx8], &[BlockQ8K], usize, &mut [f32], usize);
+/// `GemmFn` for eight repacked Q6_K rows, with Q8_K activations.
+pub type GemmQ6KFn = fn(&[BlockQ6Kx8], &[BlockQ8K], usize, &mut [f32], usize);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 /// One weight row against four activation rows: the weight's blocks are
 /// decoded once for all four. Each result equals the variant's `vec_dot` of
@@ -93,6 +96,8 @@ pub struct Kernels {
     pub gemm_q5_0_x8: Option<GemmQ5_0Fn>,
     /// As `gemm_q5_0_x8`, for Q4_K (`repack_q4_k`).
     pub gemm_q4_k_x8: Option<GemmQ4KFn>,
+    /// As `gemm_q5_0_x8`, for Q6_K (`repack_q6_k`).
+    pub gemm_q6_k_x8: Option<GemmQ6KFn>,
     // Element-wise and row kernels (scalar twins in rows.rs).
     pub rms_norm: fn(&[f32], &[f32], f32, &mut [f32]),
     pub layer_norm: fn(&mut [f32], &[f32], &[f32], f32),
@@ -145,6 +150,7 @@ impl Kernels {
             gemm_q4_0_x8i8: None,
             gemm_q5_0_x8: None,
             gemm_q4_k_x8: None,
+            gemm_q6_k_x8: None,
             rms_norm: rows::rms_norm,
             layer_norm: rows::layer_norm,
             rope: rows::rope,

@@ -14,6 +14,7 @@ mod products;
 pub mod repack;
 pub mod repack_q4_k;
 pub mod repack_q5_0;
+pub mod repack_q6_k;
 pub mod rows;
 pub mod scalar;
 pub mod variant;
@@ -37,7 +38,7 @@ pub use variant::CpuVariant;
 use super::matrix::{Matrix, Repacked, WeightSource};
 use super::{Backend, Buffer, BufferType, Device, DeviceKind, Op, Registry};
 use crate::error::{Error, Result};
-use crate::tensor::blocks::{as_blocks, BlockQ4K, BlockQ4_0, BlockQ5_0};
+use crate::tensor::blocks::{as_blocks, BlockQ4K, BlockQ4_0, BlockQ5_0, BlockQ6K};
 use crate::tensor::DType;
 
 /// The environment variable that forces a variant when no explicit choice is made.
@@ -213,6 +214,14 @@ impl Device for CpuDevice {
                 let blocks = as_blocks::<BlockQ4K>(&src.file.bytes()[src.range.clone()])?;
                 let packed = repack_q4_k::RepackedQ4K::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q4K(packed)))
+            }
+            _ if src.dtype == DType::Q6_K
+                && self.kernels.gemm_q6_k_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ6K>(&src.file.bytes()[src.range.clone()])?;
+                let packed = repack_q6_k::RepackedQ6K::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(&src, Repacked::Q6K(packed)))
             }
             _ => Ok(mapped),
         }
