@@ -1696,6 +1696,8 @@ unsafe fn gemm_tile_q4_k_x8<const A: usize>(
 ///
 /// # Safety
 /// As `gemm_tile_q4_k_x8`.
+// The loop indices address the blocks' bytes as well as the arrays.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemm_tile_q6_k_x8<const A: usize>(
     group: &[BlockQ6Kx8],
