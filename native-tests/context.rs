@@ -432,8 +432,7 @@ fn q4_0_weights_are_repacked_for_variants_with_a_layout() {
         lamina::requantize::Target::from_name("Q4_0").unwrap(),
         |_, _| {},
     )
-    .unwrap()
-    .to_bytes();
+    .unwrap();
     let q4 = Arc::new(GgufFile::from_bytes(q4).unwrap());
     let device = CpuDevice::new(None).unwrap();
     let best = Arc::new(Model::load(q4.clone(), device.shared(), None).unwrap());

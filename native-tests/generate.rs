@@ -35,9 +35,7 @@ fn file_as(target: &str) -> GgufFile {
         file
     } else {
         let t = lamina::requantize::Target::from_name(target).unwrap();
-        let bytes = lamina::requantize::requantize(&file, t, |_, _| {})
-            .unwrap()
-            .to_bytes();
+        let bytes = lamina::requantize::requantize(&file, t, |_, _| {}).unwrap();
         GgufFile::from_bytes(bytes).unwrap()
     };
     file

@@ -13,6 +13,7 @@ pub mod gguf;
 pub mod kernel_bench;
 pub mod kv;
 pub mod model;
+pub mod output_file;
 pub mod parallel;
 pub mod perplexity;
 pub mod requantize;

@@ -19,7 +19,7 @@ pub use header::{DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_ARRAY_DEPTH, MAX_DIMS};
 pub use metadata::Metadata;
 pub use stream::StreamLoader;
 pub use value::{Array, Value, ValueType};
-pub use writer::GgufWriter;
+pub use writer::{GgufLayout, GgufWriter, TensorStream};
 
 use crate::tensor::GgmlType;
 

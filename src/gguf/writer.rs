@@ -11,23 +11,27 @@ use super::{Metadata, TensorInfo};
 use crate::error::{Error, Result};
 use crate::tensor::GgmlType;
 
-pub struct GgufWriter<'a> {
+/// A GGUF file's header: version, metadata and tensor infos. Written first,
+/// before the tensors' data, which `GgufWriter` holds in memory and
+/// `TensorStream` takes one tensor at a time.
+#[derive(Clone, Debug)]
+pub struct GgufLayout {
     version: u32,
     metadata: Metadata,
-    tensors: Vec<(TensorInfo, Cow<'a, [u8]>)>,
+    tensors: Vec<TensorInfo>,
     alignment: u64,
 }
 
-impl Default for GgufWriter<'_> {
+impl Default for GgufLayout {
     fn default() -> Self {
-        GgufWriter::new()
+        GgufLayout::new()
     }
 }
 
-impl<'a> GgufWriter<'a> {
-    /// A writer for a version 3 file with the default alignment of 32.
-    pub fn new() -> GgufWriter<'a> {
-        GgufWriter {
+impl GgufLayout {
+    /// A version 3 file with the default alignment of 32.
+    pub fn new() -> GgufLayout {
+        GgufLayout {
             version: 3,
             metadata: Metadata::default(),
             tensors: Vec::new(),
@@ -65,60 +69,61 @@ impl<'a> GgufWriter<'a> {
         self.metadata.insert(key, value)
     }
 
-    /// Adds a tensor; `data` must be exactly the bytes its shape and type take.
+    /// Declares the next tensor; returns the bytes its data takes.
     pub fn add_tensor(
         &mut self,
         name: impl Into<String>,
         ggml_type: GgmlType,
         shape: &[u64],
-        data: impl Into<Cow<'a, [u8]>>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let name = name.into();
-        let data = data.into();
+        let n_bytes = self.check_tensor(&name, ggml_type, shape)?;
+        self.push_tensor(name, ggml_type, shape, n_bytes);
+        Ok(n_bytes)
+    }
+
+    /// The bytes a new tensor takes, if it can be added.
+    fn check_tensor(&self, name: &str, ggml_type: GgmlType, shape: &[u64]) -> Result<u64> {
         if shape.len() > MAX_DIMS as usize {
             return Err(Error::TooManyDims {
-                tensor: name,
+                tensor: name.to_string(),
                 n_dims: shape.len() as u32,
                 max: MAX_DIMS,
             });
         }
-        let n_bytes = header::tensor_bytes(&name, shape, ggml_type)?;
-        if n_bytes != data.len() as u64 {
-            return Err(Error::InvalidArgument(format!(
-                "tensor '{name}' of type {ggml_type} and shape {shape:?} takes {n_bytes} bytes, {} were given",
-                data.len()
-            )));
+        let n_bytes = header::tensor_bytes(name, shape, ggml_type)?;
+        if self.tensors.iter().any(|t| t.name == name) {
+            return Err(Error::DuplicateTensor {
+                name: name.to_string(),
+            });
         }
-        if self.tensors.iter().any(|(t, _)| t.name == name) {
-            return Err(Error::DuplicateTensor { name });
-        }
-        self.tensors.push((
-            TensorInfo {
-                name,
-                shape: shape.to_vec(),
-                ggml_type,
-                offset: 0, // assigned when writing
-                n_bytes,
-            },
-            data,
-        ));
-        Ok(())
+        Ok(n_bytes)
     }
 
-    /// The file as bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.write_into(&mut out);
-        out
+    fn push_tensor(&mut self, name: String, ggml_type: GgmlType, shape: &[u64], n_bytes: u64) {
+        self.tensors.push(TensorInfo {
+            name,
+            shape: shape.to_vec(),
+            ggml_type,
+            offset: 0, // assigned when writing: the alignment may still change
+            n_bytes,
+        });
     }
 
-    /// Writes the file to `w`.
-    pub fn write_to(&self, mut w: impl Write) -> Result<()> {
-        w.write_all(&self.to_bytes())
-            .map_err(|e| Error::io("cannot write GGUF file", e))
+    /// Writes the header to `out` and returns the stream that takes the
+    /// tensors' data, in the order they were declared.
+    pub fn stream_to<W: Write>(self, mut out: W) -> Result<TensorStream<W>> {
+        let mut header = Vec::new();
+        self.write_header_into(&mut header);
+        out.write_all(&header).map_err(write_error)?;
+        Ok(TensorStream {
+            out,
+            layout: self,
+            next: 0,
+        })
     }
 
-    fn write_into(&self, out: &mut Vec<u8>) {
+    fn write_header_into(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(header::MAGIC);
         out.extend_from_slice(&self.version.to_le_bytes());
         out.extend_from_slice(&(self.tensors.len() as u64).to_le_bytes());
@@ -129,7 +134,7 @@ impl<'a> GgufWriter<'a> {
             put_value(out, value);
         }
         let mut offset = 0u64;
-        for (info, _) in &self.tensors {
+        for info in &self.tensors {
             put_string(out, &info.name);
             out.extend_from_slice(&(info.shape.len() as u32).to_le_bytes());
             for d in &info.shape {
@@ -137,13 +142,124 @@ impl<'a> GgufWriter<'a> {
             }
             out.extend_from_slice(&(info.ggml_type as u32).to_le_bytes());
             out.extend_from_slice(&offset.to_le_bytes());
-            offset += pad_len(info.n_bytes, self.alignment) + info.n_bytes;
+            offset += info.n_bytes + pad_len(info.n_bytes, self.alignment);
         }
         pad(out, self.alignment);
-        for (_, data) in &self.tensors {
-            out.extend_from_slice(data);
-            pad(out, self.alignment);
+    }
+}
+
+fn write_error(e: std::io::Error) -> Error {
+    Error::io("cannot write GGUF file", e)
+}
+
+/// The data part of a GGUF file being written, one tensor at a time, so a
+/// file is written without holding its tensors in memory.
+pub struct TensorStream<W: Write> {
+    out: W,
+    layout: GgufLayout,
+    next: usize,
+}
+
+impl<W: Write> TensorStream<W> {
+    /// Writes the next declared tensor's data (exactly its size) and the
+    /// padding after it.
+    pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let Some(info) = self.layout.tensors.get(self.next) else {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{name}' written after the {} declared ones",
+                self.next
+            )));
+        };
+        if info.name != name || info.n_bytes != data.len() as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{name}' ({} bytes) written where '{}' ({} bytes) was declared",
+                data.len(),
+                info.name,
+                info.n_bytes
+            )));
         }
+        let padding = [0u8; MAX_ALIGNMENT as usize];
+        let n_pad = pad_len(info.n_bytes, self.layout.alignment) as usize;
+        self.out.write_all(data).map_err(write_error)?;
+        self.out.write_all(&padding[..n_pad]).map_err(write_error)?;
+        self.next += 1;
+        Ok(())
+    }
+
+    /// Checks that every declared tensor was written, flushes, and returns
+    /// the writer.
+    pub fn finish(mut self) -> Result<W> {
+        if self.next != self.layout.tensors.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} of {} declared tensors were written",
+                self.next,
+                self.layout.tensors.len()
+            )));
+        }
+        self.out.flush().map_err(write_error)?;
+        Ok(self.out)
+    }
+}
+
+/// A GGUF file built in memory: a layout and each tensor's data.
+#[derive(Default)]
+pub struct GgufWriter<'a> {
+    layout: GgufLayout,
+    data: Vec<Cow<'a, [u8]>>,
+}
+
+impl<'a> GgufWriter<'a> {
+    /// A writer for a version 3 file with the default alignment of 32.
+    pub fn new() -> GgufWriter<'a> {
+        GgufWriter::default()
+    }
+
+    /// As `GgufLayout::set_version`.
+    pub fn set_version(&mut self, version: u32) -> Result<()> {
+        self.layout.set_version(version)
+    }
+
+    /// As `GgufLayout::add_metadata`.
+    pub fn add_metadata(&mut self, key: impl Into<String>, value: Value) -> Result<()> {
+        self.layout.add_metadata(key, value)
+    }
+
+    /// Adds a tensor; `data` must be exactly the bytes its shape and type take.
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        ggml_type: GgmlType,
+        shape: &[u64],
+        data: impl Into<Cow<'a, [u8]>>,
+    ) -> Result<()> {
+        let name = name.into();
+        let data = data.into();
+        let n_bytes = self.layout.check_tensor(&name, ggml_type, shape)?;
+        if n_bytes != data.len() as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{name}' of type {ggml_type} and shape {shape:?} takes {n_bytes} bytes, {} were given",
+                data.len()
+            )));
+        }
+        self.layout.push_tensor(name, ggml_type, shape, n_bytes);
+        self.data.push(data);
+        Ok(())
+    }
+
+    /// The file as bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.layout.write_header_into(&mut out);
+        for data in &self.data {
+            out.extend_from_slice(data);
+            pad(&mut out, self.layout.alignment);
+        }
+        out
+    }
+
+    /// Writes the file to `w`.
+    pub fn write_to(&self, mut w: impl Write) -> Result<()> {
+        w.write_all(&self.to_bytes()).map_err(write_error)
     }
 }
 

@@ -6,11 +6,12 @@
 mod mix;
 
 use std::cmp::Ordering;
+use std::io::Write;
 
 use mix::{Category, Counters, Mix, ModelFacts};
 
 use crate::error::{Error, Result};
-use crate::gguf::{GgufFile, GgufWriter, TensorInfo, Value};
+use crate::gguf::{GgufFile, GgufLayout, TensorInfo, Value};
 use crate::tensor::{convert, DType, GgmlType};
 
 /// A target file type, as `llama-quantize` names them.
@@ -320,27 +321,40 @@ fn convert_tensor(file: &GgufFile, info: &TensorInfo, to: DType) -> Result<Vec<u
     convert::from_f32(to, &values)
 }
 
-/// Writes `file` requantized to `target`. `progress(done, total)` is called after
-/// each tensor.
+/// `file` requantized to `target`, as the bytes of a GGUF file.
+/// `progress(done, total)` is called after each tensor.
 pub fn requantize(
     file: &GgufFile,
     target: Target,
     progress: impl FnMut(usize, usize),
-) -> Result<GgufWriter<'_>> {
+) -> Result<Vec<u8>> {
     requantize_with(file, target, &crate::parallel::Workers::new(1)?, progress)
 }
 
 /// `requantize` with tensors converted on `workers` (a few at a time, so
 /// progress still moves; the output is the same for any number of threads).
-pub fn requantize_with<'f>(
-    file: &'f GgufFile,
+pub fn requantize_with(
+    file: &GgufFile,
     target: Target,
     workers: &crate::parallel::Workers,
+    progress: impl FnMut(usize, usize),
+) -> Result<Vec<u8>> {
+    requantize_to(file, target, workers, Vec::new(), progress)
+}
+
+/// Writes `file` requantized to `target` into `out`, one tensor at a time:
+/// what is held at once is a few converted tensors (two per thread), never
+/// the whole output. Returns `out`.
+pub fn requantize_to<W: Write>(
+    file: &GgufFile,
+    target: Target,
+    workers: &crate::parallel::Workers,
+    out: W,
     mut progress: impl FnMut(usize, usize),
-) -> Result<GgufWriter<'f>> {
+) -> Result<W> {
     let plan = plan(file, target)?;
-    let mut w = GgufWriter::new();
-    w.set_version(file.version())?;
+    let mut layout = GgufLayout::new();
+    layout.set_version(file.version())?;
     const REPLACED: &[&str] = &[
         "general.quantization_version",
         "general.file_type",
@@ -350,18 +364,22 @@ pub fn requantize_with<'f>(
     ];
     for (key, value) in file.metadata().iter() {
         if !REPLACED.contains(&key) {
-            w.add_metadata(key, value.clone())?;
+            layout.add_metadata(key, value.clone())?;
         }
     }
     // llama.cpp sets these last (ggml's current quantization format is 2).
-    w.add_metadata("general.quantization_version", Value::U32(2))?;
-    w.add_metadata("general.file_type", Value::U32(target.file_type))?;
+    layout.add_metadata("general.quantization_version", Value::U32(2))?;
+    layout.add_metadata("general.file_type", Value::U32(target.file_type))?;
 
     let info = |p: &TensorPlan| {
         file.tensor(&p.name).ok_or_else(|| Error::MissingTensor {
             name: p.name.clone(),
         })
     };
+    for p in &plan {
+        layout.add_tensor(p.name.clone(), p.to, &info(p)?.shape)?;
+    }
+    let mut stream = layout.stream_to(out)?;
     let group = workers.n_threads() * 2;
     for (g, chunk) in plan.chunks(group).enumerate() {
         let converted = workers.map(chunk.len(), |i| -> Result<Option<Vec<u8>>> {
@@ -372,13 +390,12 @@ pub fn requantize_with<'f>(
             convert_tensor(file, info(p)?, DType::of_tensor(p.to, &p.name)?).map(Some)
         });
         for (p, data) in chunk.iter().zip(converted) {
-            let info = info(p)?;
             match data? {
-                None => w.add_tensor(p.name.clone(), p.to, &info.shape, file.tensor_data(info)?)?,
-                Some(data) => w.add_tensor(p.name.clone(), p.to, &info.shape, data)?,
+                None => stream.write_tensor(&p.name, file.tensor_data(info(p)?)?)?,
+                Some(data) => stream.write_tensor(&p.name, &data)?,
             }
         }
         progress((g * group + chunk.len()).min(plan.len()), plan.len());
     }
-    Ok(w)
+    stream.finish()
 }

@@ -370,25 +370,34 @@ mod cli {
         target: &str,
         threads: usize,
     ) -> lamina::Result<()> {
-        use lamina::requantize::{requantize_with, Target};
+        use lamina::requantize::{requantize_to, Target};
         let target = Target::from_name(target)?;
+        // Refused before the input is even read when the output is the input.
+        let out = lamina::output_file::OutputFile::create(output, &[input])?;
         let file = GgufFile::open(input)?;
         let interactive = std::io::stderr().is_terminal();
         let workers = lamina::parallel::Workers::new(threads)?;
-        let writer = requantize_with(&file, target, &workers, |done, total| {
-            if interactive {
-                eprint!(
-                    "\rlamina: quantizing to {}: {done}/{total} tensors",
-                    target.name
-                );
-            }
-        })?;
+        let out = requantize_to(
+            &file,
+            target,
+            &workers,
+            std::io::BufWriter::new(out),
+            |done, total| {
+                if interactive {
+                    eprint!(
+                        "\rlamina: quantizing to {}: {done}/{total} tensors",
+                        target.name
+                    );
+                }
+            },
+        )?;
         if interactive {
             eprintln!();
         }
-        let out = std::fs::File::create(output)
-            .map_err(|e| lamina::Error::io(format!("cannot create {}", output.display()), e))?;
-        writer.write_to(std::io::BufWriter::new(out))
+        let out = out
+            .into_inner()
+            .map_err(|e| lamina::Error::io("cannot write the output", e.into_error()))?;
+        out.commit()
     }
 
     /// Writes to stdout; a reader that went away (`| head`) is not an error.
