@@ -31,14 +31,12 @@ fn model_as(target: &str) -> Arc<Model> {
 
 fn file_as(target: &str) -> GgufFile {
     let file = q4_1_file();
-    let file = if target == "Q4_1" {
-        file
-    } else {
-        let t = lamina::requantize::Target::from_name(target).unwrap();
-        let bytes = lamina::requantize::requantize(&file, t, |_, _| {}).unwrap();
-        GgufFile::from_bytes(bytes).unwrap()
-    };
-    file
+    if target == "Q4_1" {
+        return file;
+    }
+    let t = lamina::requantize::Target::from_name(target).unwrap();
+    let bytes = lamina::requantize::requantize(&file, t, |_, _| {}).unwrap();
+    GgufFile::from_bytes(bytes).unwrap()
 }
 
 fn context(model: &Arc<Model>, n_threads: usize) -> Context {
