@@ -388,6 +388,24 @@ fn run_sampler_options() {
 }
 
 #[test]
+fn nonsense_sampler_values_are_errors_naming_them() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    for (flag, value, name) in [
+        ("--temp", "nan", "temperature"),
+        ("--repeat-penalty", "nan", "penalty_repeat"),
+        ("--min-p", "2", "min_p"),
+        ("--top-p", "-0.5", "top_p"),
+        ("--repeat-last-n", "-2", "penalty_last_n"),
+    ] {
+        let arg = format!("{flag}={value}");
+        let out = lamina(&["run", "-m", &model, "-p", "Hi", "-n", "2", &arg]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag} {value}: {stderr}");
+        assert!(stderr.contains(name), "{flag} {value}: {stderr}");
+    }
+}
+
+#[test]
 fn bench_json_has_llama_bench_keys() {
     let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     let out = stdout(&lamina(&[

@@ -208,20 +208,20 @@ fn truncations() {
         never(&f, &[2, 3]) && f[0] > 0.5 && f[1] > 0.3,
         "typical {f:?}"
     );
-    // Filters that would keep nothing keep the most likely token: min-p
-    // above 1 after typical-p (which leaves the candidates unsorted) once
-    // left none and the draw panicked.
+    // The strictest min-p keeps the most likely token, also after typical-p
+    // (which leaves the candidates unsorted; min-p above 1 there once left
+    // none and the draw panicked; it is now out of range, an error).
     for typical_p in [1.0, 0.9] {
         let f = frequencies(
             SamplingParams {
                 typical_p,
-                min_p: 2.0,
+                min_p: 1.0,
                 ..plain()
             },
             &logits,
             100,
         );
-        assert_eq!(f[0], 1.0, "typical {typical_p}, min-p 2: {f:?}");
+        assert_eq!(f[0], 1.0, "typical {typical_p}, min-p 1: {f:?}");
     }
 }
 
@@ -361,5 +361,204 @@ fn llama_rn_defaults() {
     assert_eq!(
         (p.penalty_last_n, p.penalty_repeat, p.typical_p, p.mirostat),
         (64, 1.0, 1.0, 0)
+    );
+}
+
+#[test]
+fn out_of_range_parameters_are_errors_naming_them() {
+    let nan = f32::NAN;
+    let inf = f32::INFINITY;
+    let cases = [
+        (
+            "temperature",
+            SamplingParams {
+                temperature: nan,
+                ..params()
+            },
+        ),
+        (
+            "temperature",
+            SamplingParams {
+                temperature: -inf,
+                ..params()
+            },
+        ),
+        (
+            "top_p",
+            SamplingParams {
+                top_p: 1.5,
+                ..params()
+            },
+        ),
+        (
+            "top_p",
+            SamplingParams {
+                top_p: nan,
+                ..params()
+            },
+        ),
+        (
+            "min_p",
+            SamplingParams {
+                min_p: 2.0,
+                ..params()
+            },
+        ),
+        (
+            "typical_p",
+            SamplingParams {
+                typical_p: -0.1,
+                ..params()
+            },
+        ),
+        (
+            "penalty_last_n",
+            SamplingParams {
+                penalty_last_n: -2,
+                ..params()
+            },
+        ),
+        (
+            "penalty_repeat",
+            SamplingParams {
+                penalty_repeat: nan,
+                ..params()
+            },
+        ),
+        (
+            "penalty_repeat",
+            SamplingParams {
+                penalty_repeat: 0.0,
+                ..params()
+            },
+        ),
+        (
+            "penalty_freq",
+            SamplingParams {
+                penalty_freq: inf,
+                ..params()
+            },
+        ),
+        (
+            "penalty_present",
+            SamplingParams {
+                penalty_present: nan,
+                ..params()
+            },
+        ),
+        (
+            "mirostat_tau",
+            SamplingParams {
+                mirostat: 2,
+                mirostat_tau: nan,
+                ..params()
+            },
+        ),
+        (
+            "mirostat_eta",
+            SamplingParams {
+                mirostat: 1,
+                mirostat_eta: inf,
+                ..params()
+            },
+        ),
+        (
+            "logit bias",
+            SamplingParams {
+                logit_bias: vec![(1, nan)],
+                ..params()
+            },
+        ),
+        (
+            "logit bias",
+            SamplingParams {
+                logit_bias: vec![(1, inf)],
+                ..params()
+            },
+        ),
+    ];
+    for (name, p) in cases {
+        let e = Sampler::new(p.clone(), 10)
+            .err()
+            .unwrap_or_else(|| panic!("{p:?} accepted"));
+        assert!(e.to_string().contains(name), "{name}: {e}");
+    }
+    // -inf is a ban (llama.rn's `false`), not an error.
+    let banned = SamplingParams {
+        logit_bias: vec![(1, -inf)],
+        ..params()
+    };
+    let mut s = Sampler::new(banned, 3).unwrap();
+    assert_eq!(s.sample(&[0.0, 9.0, 1.0]).unwrap(), 2);
+}
+
+/// Random parameter sets (edge values included) and random logits (with
+/// -inf, all -inf, NaN): every set is either refused by `Sampler::new` or
+/// samples a token of the vocabulary at every step. Never a panic.
+#[test]
+fn random_parameter_sets_never_panic() {
+    let mut rng = common::Rng::new(13);
+    let mut pick = |values: &[f32]| values[rng.next_u64() as usize % values.len()];
+    let probs = [0.0, 0.05, 0.5, 0.9, 0.95, 1.0, 1.5, -0.5, f32::NAN];
+    let anything = [
+        0.0,
+        0.5,
+        1.0,
+        1.1,
+        2.0,
+        -1.0,
+        100.0,
+        f32::NAN,
+        f32::INFINITY,
+    ];
+    let ints = [-5.0, -2.0, -1.0, 0.0, 1.0, 3.0, 64.0, 1000.0];
+    let (mut refused, mut sampled) = (0, 0);
+    for case in 0..3000u64 {
+        let p = SamplingParams {
+            temperature: pick(&anything),
+            top_k: pick(&ints) as i32,
+            top_p: pick(&probs),
+            min_p: pick(&probs),
+            typical_p: pick(&probs),
+            penalty_last_n: pick(&ints) as i32,
+            penalty_repeat: pick(&anything),
+            penalty_freq: pick(&anything),
+            penalty_present: pick(&anything),
+            mirostat: (case % 4) as u8,
+            mirostat_tau: pick(&anything),
+            mirostat_eta: pick(&anything),
+            seed: Some(case as u32),
+            min_keep: pick(&ints).max(0.0) as usize,
+            logit_bias: vec![(0, pick(&[1.0, f32::NEG_INFINITY, 0.0]))],
+        };
+        let n_vocab = 1 + (case as usize % 37);
+        let mut sampler = match Sampler::new(p.clone(), n_vocab) {
+            Ok(s) => s,
+            Err(_) => {
+                refused += 1;
+                continue;
+            }
+        };
+        for step in 0..4 {
+            let logits: Vec<f32> = (0..n_vocab)
+                .map(|i| match (case + step + i as u64) % 11 {
+                    0 => f32::NEG_INFINITY,
+                    1 if case % 5 == 0 => f32::NAN,
+                    k => k as f32 * 0.7 - 3.0,
+                })
+                .map(|l| if case % 17 == 0 { f32::NEG_INFINITY } else { l })
+                .collect();
+            let id = sampler
+                .sample(&logits)
+                .unwrap_or_else(|e| panic!("{p:?}: {e}"));
+            assert!((id as usize) < n_vocab, "{p:?}: token {id}");
+            sampler.accept(id);
+            sampled += 1;
+        }
+    }
+    // Both outcomes happen (the test is not vacuous either way).
+    assert!(
+        refused > 300 && sampled > 300,
+        "{refused} refused, {sampled} sampled"
     );
 }

@@ -152,6 +152,28 @@ async function* responseChunks(response) {
 }
 
 /**
+ * Parameters as JSON for the engine. JSON has no NaN or Infinity:
+ * `JSON.stringify` writes them as null, which the engine would read as "not
+ * given" and replace with the default, so they are refused here, by name.
+ */
+function paramsJson(what, params) {
+  return JSON.stringify(params ?? {}, (key, value) => {
+    if (typeof value === 'number' && !Number.isFinite(value)) {
+      throw new Error(`${what}: ${key || 'a value'} must be a finite number, got ${value}`);
+    }
+    return value;
+  });
+}
+
+/** A whole number from 0 to 2^32 - 1 (what the engine takes as a count). */
+function count(what, value) {
+  if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
+    throw new RangeError(`${what} must be a whole number from 0 to 4294967295, got ${value}`);
+  }
+  return value;
+}
+
+/**
  * Describes a GGUF file: `{ version, metadata, tensors: [{name, type, shape,
  * offset, bytes}], totals, ... }`, as `lamina info --json` prints it.
  * Throws an `Error` with the engine's message for a file that is not valid GGUF.
@@ -207,7 +229,8 @@ export class LlamaContext {
    */
   async completion(params, onToken) {
     const ctx = this.#ctx();
-    guard(() => ctx.completionStart(JSON.stringify(params ?? {})));
+    const json = paramsJson('completion parameters', params);
+    guard(() => ctx.completionStart(json));
     this.#running = true;
     try {
       for (;;) {
@@ -259,7 +282,8 @@ export class LlamaContext {
    * the default —, >2 p-norm), `truncate`.
    */
   async embedding(text, params = {}) {
-    return guard(() => this.#ctx().embedding(text, JSON.stringify(params ?? {})));
+    const json = paramsJson('embedding parameters', params);
+    return guard(() => this.#ctx().embedding(text, json));
   }
 
   /**
@@ -269,12 +293,15 @@ export class LlamaContext {
    */
   async rerank(query, documents, params = {}) {
     if (!Array.isArray(documents)) throw new TypeError('rerank: documents must be an array of strings');
-    return guard(() => this.#ctx().rerank(query, documents, JSON.stringify(params ?? {})));
+    const json = paramsJson('rerank parameters', params);
+    return guard(() => this.#ctx().rerank(query, documents, json));
   }
 
   /** llama-bench's pp and tg tests: `[{ n_prompt, n_gen, avg_ts, stddev_ts, ... }]`. */
   async bench(pp = 128, tg = 64, reps = 3) {
-    return guard(() => this.#ctx().bench(pp, tg, reps));
+    // wasm-bindgen would wrap -1 to 4294967295: counts are checked here.
+    const counts = [count('bench: pp', pp), count('bench: tg', tg), count('bench: reps', reps)];
+    return guard(() => this.#ctx().bench(...counts));
   }
 
   /** Frees the model and its context. */
@@ -296,7 +323,7 @@ export class LlamaContext {
 export async function loadModel(source, params = {}, options = {}) {
   await init();
   checkAborted(options.signal);
-  const json = JSON.stringify(params ?? {});
+  const json = paramsJson('model parameters', params);
   let inner;
   if (source instanceof Uint8Array) {
     inner = guard(() => wasm.LlamaContext.fromBytes(source, json));

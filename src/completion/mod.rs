@@ -327,6 +327,10 @@ impl Context {
             truncated = true;
         }
         let mut sampling = params.sampling.clone();
+        if sampling.penalty_last_n == -1 {
+            // llama.cpp's meaning: the context size in effect.
+            sampling.penalty_last_n = i32::try_from(n_ctx).unwrap_or(i32::MAX);
+        }
         if params.ignore_eos {
             sampling.logit_bias.extend(
                 (0..n_vocab as u32)

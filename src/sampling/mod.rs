@@ -180,6 +180,8 @@ pub struct SamplingParams {
     pub top_p: f32,
     pub min_p: f32,
     pub typical_p: f32,
+    /// How many recent tokens the penalties look at: 0 none, -1 the
+    /// context size in effect (the completion resolves it).
     pub penalty_last_n: i32,
     pub penalty_repeat: f32,
     pub penalty_freq: f32,
@@ -216,6 +218,69 @@ impl Default for SamplingParams {
     }
 }
 
+impl SamplingParams {
+    /// Every parameter within its range, or an error naming the first that
+    /// is not and its range. NaN is never a value: it would turn a sampler
+    /// off or on silently.
+    pub fn validate(&self) -> Result<()> {
+        let finite = |name: &str, v: f32| -> Result<()> {
+            if v.is_finite() {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "{name} must be a finite number, got {v}"
+                )))
+            }
+        };
+        let within = |name: &str, v: f32, lo: f32, hi: f32| -> Result<()> {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "{name} must be between {lo} and {hi}, got {v}"
+                )))
+            }
+        };
+        finite("temperature", self.temperature)?;
+        within("top_p", self.top_p, 0.0, 1.0)?;
+        within("min_p", self.min_p, 0.0, 1.0)?;
+        within("typical_p", self.typical_p, 0.0, 1.0)?;
+        if self.penalty_last_n < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "penalty_last_n must be -1 (the context size), 0 (off) or a count, got {}",
+                self.penalty_last_n
+            )));
+        }
+        finite("penalty_repeat", self.penalty_repeat)?;
+        if self.penalty_repeat <= 0.0 {
+            return Err(Error::InvalidArgument(format!(
+                "penalty_repeat must be above 0 (1 is off), got {}",
+                self.penalty_repeat
+            )));
+        }
+        finite("penalty_freq", self.penalty_freq)?;
+        finite("penalty_present", self.penalty_present)?;
+        if self.mirostat > 2 {
+            return Err(Error::InvalidArgument(format!(
+                "mirostat must be 0, 1 or 2, got {}",
+                self.mirostat
+            )));
+        }
+        finite("mirostat_tau", self.mirostat_tau)?;
+        finite("mirostat_eta", self.mirostat_eta)?;
+        if let Some(&(id, bias)) = self
+            .logit_bias
+            .iter()
+            .find(|(_, b)| b.is_nan() || *b == f32::INFINITY)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "the logit bias of token {id} must be a finite number or -inf (banned), got {bias}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// A sampler chain with its state (recent tokens, RNG, mirostat's mu).
 pub struct Sampler {
     params: SamplingParams,
@@ -227,13 +292,11 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// A chain for `params` (validated; a `penalty_last_n` of -1 must have
+    /// been resolved to the context size by the caller, else it counts as
+    /// off) over a vocabulary of `n_vocab`.
     pub fn new(params: SamplingParams, n_vocab: usize) -> Result<Sampler> {
-        if params.mirostat > 2 {
-            return Err(Error::InvalidArgument(format!(
-                "mirostat must be 0, 1 or 2, got {}",
-                params.mirostat
-            )));
-        }
+        params.validate()?;
         if n_vocab == 0 {
             return Err(Error::InvalidArgument(
                 "cannot sample from an empty vocabulary".into(),
@@ -324,7 +387,7 @@ impl Sampler {
                 c.min_p(p.min_p, p.min_keep);
                 c.temperature(p.temperature);
                 c.softmax();
-                let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+                let i = self.draw(&c)?;
                 Ok(c.data[i].id)
             }
             1 => {
@@ -342,9 +405,10 @@ impl Sampler {
                 let eps = s_hat - 1.0;
                 let k = ((eps * 2f32.powf(self.mu)) / (1.0 - (self.n_vocab as f32).powf(-eps)))
                     .powf(1.0 / s_hat);
+                // A NaN k (a degenerate distribution) keeps the top token.
                 c.top_k((k as i32).max(1));
                 c.softmax();
-                let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+                let i = self.draw(&c)?;
                 self.mu -= p.mirostat_eta * (-c.data[i].p.log2() - p.mirostat_tau);
                 Ok(c.data[i].id)
             }
@@ -358,11 +422,30 @@ impl Sampler {
                     .unwrap_or(c.data.len());
                 c.data.truncate(keep.max(1));
                 c.softmax();
-                let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+                let i = self.draw(&c)?;
                 self.mu -= p.mirostat_eta * (-c.data[i].p.log2() - p.mirostat_tau);
                 Ok(c.data[i].id)
             }
         }
+    }
+}
+
+impl Sampler {
+    /// The seeded draw over the candidates left. Every filter keeps at
+    /// least one candidate; weights that are not a distribution (logits all
+    /// -inf or NaN from the model) give the first, the best-ranked one.
+    fn draw(&mut self, c: &Candidates) -> Result<usize> {
+        if c.data.is_empty() {
+            return Err(Error::InvalidArgument(
+                "every candidate token was filtered out".into(),
+            ));
+        }
+        let total: f32 = c.data.iter().map(|x| x.p).sum();
+        if !(total.is_finite() && total > 0.0) {
+            return Ok(0);
+        }
+        let i = self.rng.discrete(c.data.iter().map(|x| x.p));
+        Ok(i.min(c.data.len() - 1))
     }
 }
 

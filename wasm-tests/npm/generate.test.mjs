@@ -108,6 +108,18 @@ test('errors are Errors with the engine message', async () => {
     message: 'invalid argument: the prompt is empty',
   });
   await assert.rejects(ctx.completion({ prompt: 'hi', mirostat: 7 }), /mirostat/);
+  // Numbers JSON cannot carry are refused by name, not read as "not given".
+  await assert.rejects(ctx.completion({ prompt: 'hi', temperature: NaN }), {
+    name: 'Error',
+    message: 'completion parameters: temperature must be a finite number, got NaN',
+  });
+  await assert.rejects(ctx.completion({ prompt: 'hi', top_p: Infinity }), /top_p must be a finite number/);
+  // Out-of-range values are the engine's errors, naming the parameter.
+  await assert.rejects(ctx.completion({ prompt: 'hi', min_p: 2 }), /min_p must be between 0 and 1, got 2/);
+  await assert.rejects(ctx.completion({ prompt: 'hi', penalty_repeat: 0 }), /penalty_repeat must be above 0/);
+  // Counts are not wrapped: -1 is not 4294967295 repetitions.
+  await assert.rejects(ctx.bench(8, 0, -1), { name: 'RangeError', message: /bench: reps must be a whole number/ });
+  await assert.rejects(ctx.bench(8.5, 4, 1), /bench: pp must be a whole number/);
   await assert.rejects(loadModel(new Uint8Array(await readFile(smollm2)), { n_threads: 0 }), /threads/);
   const boom = new Error('boom');
   await assert.rejects(

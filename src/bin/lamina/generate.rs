@@ -154,6 +154,24 @@ pub struct RunArgs {
 }
 
 pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result<()> {
+    // Nonsense sampler values are refused before the model is loaded.
+    let sampling = lamina::sampling::SamplingParams {
+        temperature: a.temp,
+        top_k: a.top_k,
+        top_p: a.top_p,
+        min_p: a.min_p,
+        penalty_repeat: a.repeat_penalty,
+        penalty_last_n: a.repeat_last_n,
+        penalty_freq: a.frequency_penalty,
+        penalty_present: a.presence_penalty,
+        typical_p: a.typical,
+        mirostat: a.mirostat,
+        mirostat_eta: a.mirostat_lr,
+        mirostat_tau: a.mirostat_ent,
+        seed: a.seed,
+        ..Default::default()
+    };
+    sampling.validate()?;
     let mut ctx = a.model.open(registry, threads)?;
     let messages = a.chat.then(|| {
         let mut m = Vec::new();
@@ -167,26 +185,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         prompt: a.prompt.clone(),
         messages,
         n_predict: a.n_predict,
-        sampling: lamina::sampling::SamplingParams {
-            temperature: a.temp,
-            top_k: a.top_k,
-            top_p: a.top_p,
-            min_p: a.min_p,
-            penalty_repeat: a.repeat_penalty,
-            penalty_last_n: if a.repeat_last_n < 0 {
-                a.model.n_ctx as i32
-            } else {
-                a.repeat_last_n
-            },
-            penalty_freq: a.frequency_penalty,
-            penalty_present: a.presence_penalty,
-            typical_p: a.typical,
-            mirostat: a.mirostat,
-            mirostat_eta: a.mirostat_lr,
-            mirostat_tau: a.mirostat_ent,
-            seed: a.seed,
-            ..Default::default()
-        },
+        sampling,
         stop: a.stop.clone(),
         ignore_eos: a.ignore_eos,
         n_probs: a.n_probs,
