@@ -151,6 +151,14 @@ fn absurd_sizes_are_errors() {
     };
     let e = huge(|p| p.n_ctx = usize::MAX);
     assert!(e.contains(&usize::MAX.to_string()), "{e}");
+    // Ten million positions: 214.6 GiB of cache for this model, more than
+    // any test machine (and wasm32's 4 GiB) has; refused before allocating.
+    let e = huge(|p| p.n_ctx = 10_000_000);
+    assert!(
+        e.contains("a KV cache of 10000000 positions needs 214.6 GiB")
+            && e.contains("of memory are available"),
+        "{e}"
+    );
     let e = huge(|p| p.n_threads = 1_000_000);
     assert!(e.contains("1000000 threads"), "{e}");
     let mut ctx = ctx_with(&m, 64, |_| {});

@@ -17,6 +17,7 @@ const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("stopwatch", 0),
+    ("memory", 0),
     ("tensor", 1),
     ("output_file", 1),
     ("gguf", 2),

@@ -97,6 +97,19 @@ impl KvCache {
         if n_ctx == 0 {
             return Err(Error::InvalidArgument("n_ctx must be at least 1".into()));
         }
+        // The whole cache is checked against the memory available before
+        // any of it is allocated (allocations succeed lazily and fill memory
+        // as they are zeroed).
+        let row_bytes = type_k.bytes_per_row(layout.width) + type_v.bytes_per_row(layout.width);
+        let bytes = (row_bytes as u64)
+            .checked_mul(layout.n_layer as u64)
+            .and_then(|b| b.checked_mul(n_ctx as u64))
+            .unwrap_or(u64::MAX);
+        crate::memory::check_fits(
+            &format!("a KV cache of {n_ctx} positions"),
+            bytes,
+            "n_ctx / -c sets the positions",
+        )?;
         let mut layers = Vec::new();
         layers.try_reserve_exact(layout.n_layer).map_err(|_| {
             Error::InvalidArgument(format!("{} cache layers are too many", layout.n_layer))
