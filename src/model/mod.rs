@@ -209,9 +209,11 @@ impl Model {
         };
         let arch = load(&file, device.as_ref(), progress)?;
         let n_vocab = arch.dims().n_vocab;
-        if n_vocab < vocab.len() {
+        // As llama.cpp, which shapes the embedding from the vocabulary: a
+        // token without a row, or a row no token can reach, is a broken file.
+        if n_vocab != vocab.len() {
             return Err(Error::InvalidArgument(format!(
-                "the vocabulary has {} tokens but the token embedding only {n_vocab} rows",
+                "the vocabulary has {} tokens but the token embedding {n_vocab} rows",
                 vocab.len()
             )));
         }

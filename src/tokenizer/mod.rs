@@ -77,16 +77,46 @@ fn optional_id(md: &Metadata, key: &str) -> Option<u32> {
     }
 }
 
+/// `tokenizer.ggml.token_type` from an array of any integer type (writers
+/// use i32; llama.cpp's loader takes any integer array).
+fn token_types(v: &Value) -> Result<Vec<TokenType>> {
+    let bad = |detail: String| Error::InvalidValue {
+        what: "tokenizer.ggml.token_type".into(),
+        detail,
+    };
+    let wide: Vec<i64> = match v {
+        Value::Array(Array::U8(t)) => t.iter().map(|&x| x as i64).collect(),
+        Value::Array(Array::I8(t)) => t.iter().map(|&x| x as i64).collect(),
+        Value::Array(Array::U16(t)) => t.iter().map(|&x| x as i64).collect(),
+        Value::Array(Array::I16(t)) => t.iter().map(|&x| x as i64).collect(),
+        Value::Array(Array::U32(t)) => t.iter().map(|&x| x as i64).collect(),
+        Value::Array(Array::I32(t)) => t.iter().map(|&x| x as i64).collect(),
+        Value::Array(Array::U64(t)) => t.iter().map(|&x| x.min(i64::MAX as u64) as i64).collect(),
+        Value::Array(Array::I64(t)) => t.clone(),
+        other => {
+            return Err(bad(format!(
+                "an array of integers is expected, not {:?}",
+                other.value_type()
+            )))
+        }
+    };
+    wide.iter()
+        .map(|&x| {
+            i32::try_from(x)
+                .map(TokenType::from_i32)
+                .map_err(|_| bad(format!("token type {x} is out of range")))
+        })
+        .collect()
+}
+
 impl Vocab {
     /// Reads the vocabulary from a model's (or a vocab-only file's) metadata.
     pub fn from_metadata(md: &Metadata) -> Result<Vocab> {
         let model = md.get_str("tokenizer.ggml.model")?.to_string();
         let tokens = md.get_str_array("tokenizer.ggml.tokens")?.to_vec();
         let types = match md.get("tokenizer.ggml.token_type") {
-            Some(Value::Array(Array::I32(t))) => {
-                t.iter().map(|&v| TokenType::from_i32(v)).collect()
-            }
-            _ => vec![TokenType::Normal; tokens.len()],
+            None => vec![TokenType::Normal; tokens.len()],
+            Some(v) => token_types(v)?,
         };
         if types.len() != tokens.len() {
             return Err(Error::InvalidValue {

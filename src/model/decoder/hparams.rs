@@ -147,6 +147,12 @@ impl Shape {
         }
         let n_ff = keys.usize("feed_forward_length")?;
         let n_ctx_train = keys.usize("context_length")?;
+        if n_ctx_train == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} is 0: the model was trained on no positions",
+                keys.name("context_length")
+            )));
+        }
         // Sizes that overflow here would overflow every buffer later.
         let too_big = |v: usize| v > (1 << 24);
         if [n_layer, n_embd, n_head, head_dim, n_ff]
@@ -190,12 +196,36 @@ pub(crate) fn common<'a>(
 ) -> Result<(Keys<'a>, Shape, Recipe, Rope)> {
     let keys = Keys::new(file, arch);
     let shape = Shape::read(&keys, tensor(file, "token_embd.weight")?.rows)?;
+    check_no_layers_beyond(file, &keys, shape.n_layer)?;
     let recipe = Recipe::plain(
         keys.positive("attention.layer_norm_rms_epsilon", None)?,
         &shape,
     );
     let rope = rope(&keys, file, kind, shape.head_dim)?;
     Ok((keys, shape, recipe, rope))
+}
+
+/// A file whose `blk.N.` tensors go past `block_count` says two different
+/// things about its depth: llama.cpp refuses it (it counts the tensors it
+/// did not use), and so does lamina.
+fn check_no_layers_beyond(file: &GgufFile, keys: &Keys, n_layer: usize) -> Result<()> {
+    let beyond = file.tensors().iter().find_map(|t| {
+        let layer: usize = t
+            .name
+            .strip_prefix("blk.")?
+            .split('.')
+            .next()?
+            .parse()
+            .ok()?;
+        (layer >= n_layer).then_some((layer, &t.name))
+    });
+    match beyond {
+        Some((layer, name)) => Err(Error::InvalidArgument(format!(
+            "tensor '{name}' is of layer {layer}, but {} is {n_layer}",
+            keys.name("block_count")
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Every layer alike: rotated by `rope`, seeing every position.
