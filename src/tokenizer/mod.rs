@@ -5,6 +5,7 @@
 
 mod bpe;
 mod pretokenize;
+pub mod specials;
 mod spm;
 mod stream;
 mod wpm;
@@ -12,6 +13,7 @@ mod wpm;
 use std::collections::HashMap;
 
 pub use pretokenize::PreTokenizer;
+use specials::{Fragment, Specials};
 pub use stream::TextStream;
 
 use crate::error::{Error, Result};
@@ -55,14 +57,14 @@ pub struct Vocab {
     add_space_prefix: bool,
     /// Tokens matched in text before tokenizing the rest: control, user-defined
     /// and unknown tokens, longest first.
-    specials: Vec<u32>,
+    special_matcher: Specials,
+    /// WordPiece's vocabulary index ("bert" vocabularies).
+    word_pieces: Option<wpm::WordPieces>,
     pub bos: Option<u32>,
     pub eos: Option<u32>,
     pub unk: Option<u32>,
     /// The separator between the two texts of a pair (BERT's [SEP]).
     pub sep: Option<u32>,
-    /// Longest token, in bytes (bounds WordPiece's search).
-    max_token_len: usize,
     pub add_bos: bool,
     pub add_eos: bool,
     /// Whether a pair puts SEP after the first text's EOS.
@@ -163,6 +165,11 @@ impl Vocab {
             })
             .collect();
         specials.sort_by_key(|&i| std::cmp::Reverse(tokens[i as usize].len()));
+        let special_matcher =
+            Specials::new(specials.iter().map(|&i| (i, tokens[i as usize].as_str())))?;
+        let word_pieces = (model == "bert")
+            .then(|| wpm::WordPieces::new(&tokens))
+            .transpose()?;
         let flag = |key: &str, default: bool| match md.get(key) {
             Some(Value::Bool(b)) => *b,
             _ => default,
@@ -174,7 +181,6 @@ impl Vocab {
             // llama.cpp's key is spelt this way.
             sep: optional_id(md, "tokenizer.ggml.seperator_token_id"),
             add_sep: flag("tokenizer.ggml.add_sep_token", false),
-            max_token_len: tokens.iter().map(|t| t.len()).max().unwrap_or(0),
             add_bos: flag("tokenizer.ggml.add_bos_token", default_add_bos) || model == "gemma4",
             add_eos: flag("tokenizer.ggml.add_eos_token", false),
             add_space_prefix: flag("tokenizer.ggml.add_space_prefix", model == "llama"),
@@ -184,7 +190,8 @@ impl Vocab {
             types,
             token_to_id,
             bpe,
-            specials,
+            special_matcher,
+            word_pieces,
         })
     }
 
@@ -263,7 +270,9 @@ impl Vocab {
         match &self.bpe {
             Some(bpe) => bpe.tokenize(text, &self.token_to_id, out),
             None if self.model == "bert" => {
-                wpm::tokenize(text, &self.token_to_id, self.max_token_len, self.unk, out);
+                if let Some(pieces) = &self.word_pieces {
+                    pieces.tokenize(text, &self.token_to_id, self.unk, out);
+                }
                 Ok(())
             }
             None => {
@@ -283,41 +292,16 @@ impl Vocab {
         }
     }
 
-    /// Splits text around special tokens (longest first, left to right).
+    /// Splits text around special tokens (longest first, left to right);
+    /// without `parse_special`, only user-defined ones.
     fn partition_specials<'t>(&self, text: &'t str, parse_special: bool) -> Vec<Fragment<'t>> {
-        let mut fragments = if text.is_empty() {
-            vec![]
-        } else {
-            vec![Fragment::Text(text)]
-        };
-        for &id in &self.specials {
-            let ty = self.types[id as usize];
-            if !parse_special && matches!(ty, TokenType::Control | TokenType::Unknown) {
-                continue;
-            }
-            let special = self.tokens[id as usize].as_str();
-            let mut next = Vec::with_capacity(fragments.len());
-            for f in fragments {
-                match f {
-                    Fragment::Text(t) => {
-                        let mut rest = t;
-                        while let Some(pos) = rest.find(special) {
-                            if pos > 0 {
-                                next.push(Fragment::Text(&rest[..pos]));
-                            }
-                            next.push(Fragment::Token(id));
-                            rest = &rest[pos + special.len()..];
-                        }
-                        if !rest.is_empty() {
-                            next.push(Fragment::Text(rest));
-                        }
-                    }
-                    token => next.push(token),
-                }
-            }
-            fragments = next;
-        }
-        fragments
+        self.special_matcher.partition(text, |id| {
+            parse_special
+                || !matches!(
+                    self.types[id as usize],
+                    TokenType::Control | TokenType::Unknown
+                )
+        })
     }
 
     /// The bytes a token stands for: byte-level BPE tokens are decoded back to
@@ -357,9 +341,4 @@ impl Vocab {
         }
         out
     }
-}
-
-enum Fragment<'t> {
-    Text(&'t str),
-    Token(u32),
 }

@@ -7,8 +7,11 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
 use regex::Regex;
 use unicode_normalization::UnicodeNormalization;
+
+use crate::error::{Error, Result};
 
 fn category(re: &'static OnceLock<Regex>, pattern: &str, c: char) -> bool {
     let re = re.get_or_init(|| Regex::new(pattern).expect("valid category pattern"));
@@ -91,41 +94,74 @@ fn words(text: &str) -> Vec<String> {
     words
 }
 
-pub fn tokenize(
-    text: &str,
-    token_to_id: &HashMap<String, u32>,
-    max_token_len: usize,
-    unk: Option<u32>,
-    out: &mut Vec<u32>,
-) {
-    for word in words(text) {
-        if word.is_empty() {
-            continue;
-        }
-        let word = format!("\u{2581}{word}");
-        let n = word.len();
-        let start_len = out.len();
-        let mut i = 0;
-        while i < n {
-            let mut matched = false;
-            let mut j = n.min(i + max_token_len + 1);
-            while j > i {
-                if let Some(&id) = word.get(i..j).and_then(|piece| token_to_id.get(piece)) {
-                    out.push(id);
-                    matched = true;
-                    i = j;
-                    break;
+/// The vocabulary as an automaton for WordPiece's greedy cut: from a
+/// position, the longest token that starts there is found by one walk that
+/// stops where no token continues, instead of hashing every candidate
+/// length up to the longest token (a 1 MiB token in a hostile vocabulary
+/// made that hours on one long word).
+#[derive(Clone, Debug)]
+pub struct WordPieces {
+    longest_at: AhoCorasick,
+}
+
+impl WordPieces {
+    pub fn new(tokens: &[String]) -> Result<WordPieces> {
+        // Empty tokens match nowhere (and an empty pattern would match
+        // everywhere): they stay out.
+        let longest_at = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .start_kind(StartKind::Anchored)
+            .build(tokens.iter().filter(|t| !t.is_empty()))
+            .map_err(|e| Error::InvalidArgument(format!("cannot index the vocabulary: {e}")))?;
+        Ok(WordPieces { longest_at })
+    }
+
+    /// The longest token starting at byte `at` of `word`: its end.
+    fn longest_at(&self, word: &str, at: usize) -> Option<usize> {
+        let input = Input::new(word)
+            .span(at..word.len())
+            .anchored(Anchored::Yes);
+        self.longest_at.find(input).map(|m| m.end())
+    }
+
+    /// Token ids of `text`: each word (with its U+2581 start mark) cut
+    /// greedily into the longest vocabulary pieces, or the unknown token
+    /// when a position has none.
+    pub fn tokenize(
+        &self,
+        text: &str,
+        token_to_id: &HashMap<String, u32>,
+        unk: Option<u32>,
+        out: &mut Vec<u32>,
+    ) {
+        for word in words(text) {
+            if word.is_empty() {
+                continue;
+            }
+            let word = format!("\u{2581}{word}");
+            let start_len = out.len();
+            let mut i = 0;
+            while i < word.len() {
+                // A match is a whole token, so its text is in the map (the
+                // first id of a duplicated token, as the map keeps).
+                match self
+                    .longest_at(&word, i)
+                    .and_then(|end| Some((end, *token_to_id.get(&word[i..end])?)))
+                {
+                    Some((end, id)) => {
+                        out.push(id);
+                        i = end;
+                    }
+                    None => {
+                        out.truncate(start_len);
+                        break;
+                    }
                 }
-                j -= 1;
             }
-            if !matched {
-                out.truncate(start_len);
-                break;
-            }
-        }
-        if out.len() == start_len {
-            if let Some(unk) = unk {
-                out.push(unk);
+            if out.len() == start_len {
+                if let Some(unk) = unk {
+                    out.push(unk);
+                }
             }
         }
     }
