@@ -52,7 +52,7 @@ fn literal<'t>(text: &'t str, specials: &[(u32, &str)]) -> Vec<Fragment<'t>> {
 fn special_splitting_equals_the_literal_passes() {
     let mut rng = Rng::new(21);
     let alphabet = ["a", "b", "<", ">", "é", "|"];
-    let mut word = |rng: &mut Rng, max: u64| -> String {
+    let word = |rng: &mut Rng, max: u64| -> String {
         let n = 1 + rng.next_u64() % max;
         (0..n)
             .map(|_| alphabet[rng.next_u64() as usize % alphabet.len()])
