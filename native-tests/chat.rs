@@ -608,6 +608,20 @@ fn runaway_templates_are_stopped() {
     .unwrap();
     let err = grows.apply(&[], false).unwrap_err();
     assert!(err.to_string().contains("fuel"), "{err}");
+
+    // The fuel pays for data too (about one unit per 64 bytes), so memory is
+    // capped with time: values whose size is known ahead are refused before
+    // they are made, not after gigabytes are allocated.
+    for (huge, why) in [
+        ("{{ 'x' * 4000000000 }}", "fuel"),
+        ("{{ (['x'] * 500000000)|length }}", "repeated sequence is too large"),
+    ] {
+        let err = ChatTemplate::new(huge, "", "")
+            .unwrap()
+            .apply(&[], false)
+            .unwrap_err();
+        assert!(err.to_string().contains(why), "{huge}: {err}");
+    }
 }
 
 /// `strftime_now` reads the clock unless a time is fixed.

@@ -107,16 +107,18 @@ function checkAborted(signal) {
  * info)` once it has finished; the loader is freed afterwards.
  */
 async function streamInto(totalBytes, chunks, { onProgress, signal } = {}, use = (_, info) => info) {
-  const loader = new wasm.GgufStreamLoader(totalBytes);
+  const loader = guard(() => new wasm.GgufStreamLoader(totalBytes));
   try {
     for await (const chunk of chunks) {
       checkAborted(signal);
-      loader.push(chunk);
+      guard(() => loader.push(chunk));
       onProgress?.(totalBytes ? loader.received / totalBytes : 1);
     }
-    return use(loader, loader.finish());
+    const info = guard(() => loader.finish());
+    return use(loader, info);
   } finally {
-    loader.free();
+    // After a panic the instance is gone; there is nothing left to free.
+    if (!poisoned) loader.free();
   }
 }
 
@@ -184,8 +186,8 @@ function count(what, value) {
 export async function modelInfo(source, options = {}) {
   await init();
   checkAborted(options.signal);
-  if (source instanceof Uint8Array) return wasm.modelInfo(source);
-  if (source instanceof ArrayBuffer) return wasm.modelInfo(new Uint8Array(source));
+  if (source instanceof Uint8Array) return guard(() => wasm.modelInfo(source));
+  if (source instanceof ArrayBuffer) return guard(() => wasm.modelInfo(new Uint8Array(source)));
   if (
     (typeof Blob !== 'undefined' && source instanceof Blob) ||
     typeof source === 'string' ||

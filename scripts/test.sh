@@ -3,7 +3,7 @@
 #   x86_64 native; aarch64 under qemu for each CPU model in scripts/env.sh;
 #   wasm32 in Node and in headless Chromium; the packed npm package in Node;
 #   the chat page (both wasm builds) in headless Chromium;
-#   a one-minute fuzz run of the GGUF parser.
+#   a one-minute fuzz run of each fuzz target (two at a time).
 # Exits non-zero if any target fails or runs no tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -105,14 +105,33 @@ run "npm node" bash -c 'scripts/build-wasm.sh && scripts/test-npm.sh'
 # the single-thread fallback without cross-origin isolation.
 LAMINA_SKIP_BUILD=1 run "web chromium" scripts/test-web.sh
 
-# --- fuzzing the parser for a minute (new inputs go to the ignored corpus dir).
+# --- fuzzing for a minute per target, two at a time (each runs on one
+# core): the GGUF parser, model loading (a small llama with mutated keys and
+# tensors), the tokenizers (random vocabularies and text), the sampler
+# (any parameters and logits) and chat templates. New inputs go to the
+# ignored corpus dirs; the seeds are in the repository.
 fuzz_seconds=${LAMINA_FUZZ_SECONDS:-60}
-fuzz() {
-  cargo "+$LAMINA_NIGHTLY" fuzz run gguf_parse -- -max_total_time="$fuzz_seconds" \
-    -print_final_stats=1 2>&1 | tail -n 40
-  return "${PIPESTATUS[0]}"
+fuzz_targets=(gguf_parse model_load tokenizer sampler chat_template)
+fuzz_all() {
+  cargo "+$LAMINA_NIGHTLY" fuzz build 2>&1 | tail -n 3
+  [ "${PIPESTATUS[0]}" = 0 ] || return 1
+  local status=0 i t pids
+  for ((i = 0; i < ${#fuzz_targets[@]}; i += 2)); do
+    pids=()
+    for t in "${fuzz_targets[@]:i:2}"; do
+      cargo "+$LAMINA_NIGHTLY" fuzz run "$t" -- -max_total_time="$fuzz_seconds" -timeout=30 \
+        -print_final_stats=1 > "$logs/fuzz-$t.log" 2>&1 &
+      pids+=($!)
+    done
+    for t in "${pids[@]}"; do wait "$t" || status=1; done
+  done
+  for t in "${fuzz_targets[@]}"; do
+    echo "--- fuzz $t"
+    tail -n 30 "$logs/fuzz-$t.log"
+  done
+  return $status
 }
-run "fuzz gguf_parse" fuzz
+run "fuzz (${#fuzz_targets[@]} targets)" fuzz_all
 
 echo
 echo "=== summary ($((SECONDS - start)) s)"

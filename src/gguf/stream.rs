@@ -24,6 +24,12 @@ impl StreamLoader {
                 "cannot hold a {total_len}-byte model in memory on this target"
             ))
         };
+        // The named sizes first: a failed reservation in wasm is a trap.
+        crate::memory::check_fits(
+            &format!("a model file of {total_len} bytes"),
+            total_len,
+            "the whole file is held in memory",
+        )?;
         let len = usize::try_from(total_len).map_err(|_| too_big())?;
         let mut buf = Vec::new();
         buf.try_reserve_exact(len).map_err(|_| too_big())?;

@@ -85,6 +85,12 @@ fn json_to_js(value: &serde_json::Value) -> Result<JsValue, JsError> {
 /// `lamina info --json` prints it. Throws an `Error` on a bad file.
 #[wasm_bindgen(js_name = modelInfo)]
 pub fn model_info(bytes: &[u8]) -> Result<JsValue, JsError> {
+    crate::memory::check_fits(
+        &format!("a copy of a model file of {} bytes", bytes.len()),
+        bytes.len() as u64,
+        "the whole file is held in memory",
+    )
+    .map_err(js_error)?;
     let file = GgufFile::from_bytes(bytes.to_vec()).map_err(js_error)?;
     json_to_js(&describe::to_json(&file))
 }
