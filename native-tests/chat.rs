@@ -614,7 +614,10 @@ fn runaway_templates_are_stopped() {
     // they are made, not after gigabytes are allocated.
     for (huge, why) in [
         ("{{ 'x' * 4000000000 }}", "fuel"),
-        ("{{ (['x'] * 500000000)|length }}", "repeated sequence is too large"),
+        (
+            "{{ (['x'] * 500000000)|length }}",
+            "repeated sequence is too large",
+        ),
     ] {
         let err = ChatTemplate::new(huge, "", "")
             .unwrap()

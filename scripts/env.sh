@@ -36,6 +36,7 @@ AARCH64_EMULATION_SKIP=(
   k_quant_mixtures_like_llama_quantize greedy_completions_follow_llama_cpp
   perplexity_q4_1 gemma3_iq4_xs qwen2_iq4_nl
   chat_q4_1 prose_q4_1 chat_study_tips_q4_1 minilm_per_token_vectors_match_llama_cpp
+  twenty_thousand_tokens_with_context_shifts_keep_memory_flat
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"
