@@ -14,6 +14,8 @@ const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 let ready = null;
 /** The wasm-bindgen module of the build that runs (set by `init`). */
 let wasm = null;
+/** The instance's exports (its memory, for out-of-memory reports). */
+let exports = null;
 
 function defaultReason() {
   return isNode ? 'Node runs the single-thread build' : 'the single-thread build was asked for';
@@ -35,9 +37,9 @@ export function init({ build = 'single-thread', threads = 1, reason = defaultRea
       const module = await import(files.js);
       if (isNode) {
         const { readFile } = await import('node:fs/promises');
-        module.initSync({ module: await readFile(url) });
+        exports = module.initSync({ module: await readFile(url) });
       } else {
-        await module.default({ module_or_path: url });
+        exports = await module.default({ module_or_path: url });
       }
       let poolThreads = 1;
       if (build === 'threaded') {
@@ -80,16 +82,32 @@ const nextTurn =
  * calls fail with it too (the instance's state can no longer be trusted).
  */
 function guard(call) {
-  if (poisoned) throw new Error(`the lamina engine stopped after a panic: ${poisoned}`);
+  if (poisoned) throw new Error(`the lamina engine stopped ${poisoned}`);
   try {
     return call();
   } catch (e) {
     if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
-      poisoned = wasm.takeLastPanic() ?? e.message;
-      throw new Error(`lamina panicked: ${poisoned}`);
+      const panic = wasm.takeLastPanic();
+      if (panic != null) {
+        poisoned = `after a panic: ${panic}`;
+        throw new Error(`lamina panicked: ${panic}`);
+      }
+      // A trap without a panic message: Rust aborts this way when an
+      // allocation fails, which in wasm32 means memory ran out.
+      const mib = (bytes) => `${Math.round(bytes / 2 ** 20)} MiB`;
+      const used = exports?.memory?.buffer?.byteLength ?? 0;
+      const reason = `out of memory (${e.message}): the engine holds ${mib(used)} of the ${mib(2 ** 32)} a wasm32 build can address`;
+      poisoned = `after running ${reason}`;
+      throw new Error(`lamina ran ${reason}`);
     }
     throw e;
   }
+}
+
+/** Test-only: makes the engine run out of memory. */
+export async function _testOutOfMemory() {
+  await init();
+  return guard(() => wasm.__testOutOfMemory());
 }
 
 /** Test-only: makes the engine panic with `message`. */

@@ -15,3 +15,4 @@ export const modelInfo = api.modelInfo;
 export const loadModel = api.loadModel;
 export const LlamaContext = api.LlamaContext;
 export const _testPanic = api._testPanic;
+export const _testOutOfMemory = api._testOutOfMemory;

@@ -92,6 +92,10 @@ export async function _testPanic(message) {
   return once('panic', { message });
 }
 
+export async function _testOutOfMemory() {
+  return once('outOfMemory', {});
+}
+
 /** A model loaded in its worker; the same methods as in Node. */
 export class LlamaContext {
   #connection;

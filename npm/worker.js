@@ -48,6 +48,7 @@ const ops = {
   embedding: ({ text, params }) => loaded().embedding(text, params),
   rerank: ({ query, documents, params }) => loaded().rerank(query, documents, params),
   panic: ({ message }) => engine._testPanic(message),
+  outOfMemory: () => engine._testOutOfMemory(),
 };
 
 self.onmessage = async ({ data: { id, op, args } }) => {

@@ -46,6 +46,18 @@ pub fn test_panic(message: &str) {
     panic!("{message}");
 }
 
+/// Test-only: allocates a gibibyte at a time until memory runs out. A
+/// failed allocation in wasm32 is a trap without a panic message; the JS
+/// side reports it as out of memory.
+#[wasm_bindgen(js_name = __testOutOfMemory)]
+pub fn test_out_of_memory() -> usize {
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..8 {
+        held.push(vec![0u8; 1 << 30]);
+    }
+    held.len()
+}
+
 /// Which build this is: `"threaded"` (SIMD128 with a Web Worker thread pool)
 /// or `"single-thread"`.
 #[wasm_bindgen(js_name = buildKind)]
