@@ -406,6 +406,24 @@ fn nonsense_sampler_values_are_errors_naming_them() {
 }
 
 #[test]
+fn more_threads_than_cores_warn_and_absurd_counts_are_errors() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    let over = (cores + 1).to_string();
+    let out = lamina(&["tokenize", "-m", &model, "-p", "hi", "-t", &over]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("warning: {over} threads on {cores} cores")),
+        "{stderr}"
+    );
+    let out = lamina(&["run", "-m", &model, "-p", "hi", "-n", "1", "-t", "100000"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("100000 threads is too many"), "{stderr}");
+}
+
+#[test]
 fn bench_json_has_llama_bench_keys() {
     let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
     let out = stdout(&lamina(&[

@@ -117,6 +117,13 @@ mod cli {
     pub fn main() -> ExitCode {
         let cli = Cli::parse();
         let threads = cli.threads.unwrap_or_else(lamina::context::default_threads);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if threads > cores {
+            // Allowed (up to the pool's own limit), but rarely what was meant.
+            eprintln!(
+                "lamina: warning: {threads} threads on {cores} cores: threads beyond the cores wait for each other"
+            );
+        }
         let result =
             CpuRegistry::new(cli.cpu_variant.as_deref()).and_then(|registry| match cli.command {
                 Command::Devices { json } => devices(&registry, json),
