@@ -335,6 +335,140 @@ mod q5_0 {
     }
 }
 
+mod q8_0_groups {
+    //! Repacked Q8_0: eight interleaved rows per group, for variants with a
+    //! group kernel. Every variant's group kernel equals the scalar one bit
+    //! for bit (exact integer sums, one FMA per block); the scalar one equals
+    //! row-by-row `vec_dot` within rounding (|difference| <= 1e-3 + 1e-5 ×
+    //! |value|); the rows past the last group go through `vec_dot`.
+
+    use super::{q8_0, supported_kernels};
+    use crate::common::{ggml_test_values, Rng};
+    use lamina::backend::cpu::repack_q8_0::{self, RepackedQ8_0};
+    use lamina::backend::cpu::Kernels;
+    use lamina::tensor::blocks::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn scalar_table() -> Kernels {
+        let mut scalar = Kernels::scalar();
+        scalar.gemm_q8_0_x8 = Some(repack_q8_0::gemm_q8_0_x8);
+        scalar
+    }
+
+    fn product(
+        k: &Kernels,
+        packed: &RepackedQ8_0,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<f32> {
+        let mut out = vec![f32::NAN; n * rows.len()];
+        packed.product_rows(k, x, n, rows, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn products_match_the_scalar_kernel_and_vec_dot() {
+        let scalar = Kernels::scalar();
+        let mut tables = vec![scalar_table()];
+        tables.extend(
+            supported_kernels()
+                .into_iter()
+                .filter(|k| k.gemm_q8_0_x8.is_some()),
+        );
+        let mut rng = Rng::new(9);
+        for rows in [8usize, 13, 16] {
+            for cols in [32usize, 576] {
+                for n in [1usize, 3, 4, 6] {
+                    let w = q8_0(&ggml_test_values(rng.next_u64(), rows * cols));
+                    let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
+                    let packed = RepackedQ8_0::new(&w, rows, cols).unwrap();
+                    let per_row = cols / QK;
+                    let whole = rows / 8 * 8;
+                    let twin = product(&scalar_table(), &packed, &x, n, 0..rows);
+                    for i in 0..n {
+                        let xi = &x[i * per_row..(i + 1) * per_row];
+                        for r in 0..rows {
+                            let wr = &w[r * per_row..(r + 1) * per_row];
+                            let want = (scalar.vec_dot_q8_0_q8_0)(wr, xi);
+                            let got = twin[i * rows + r];
+                            assert!(
+                                (got - want).abs() <= 1e-3 + 1e-5 * want.abs(),
+                                "rows={rows} cols={cols} n={n} act {i} row {r}: {got} vs {want}"
+                            );
+                        }
+                    }
+                    for k in &tables {
+                        for start in (0..rows).step_by(8) {
+                            for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
+                                let len = end - start;
+                                let out = product(k, &packed, &x, n, start..end);
+                                for i in 0..n {
+                                    let xi = &x[i * per_row..(i + 1) * per_row];
+                                    for r in start..end {
+                                        let wr = &w[r * per_row..(r + 1) * per_row];
+                                        let want = if r < whole {
+                                            twin[i * rows + r]
+                                        } else {
+                                            (k.vec_dot_q8_0_q8_0)(wr, xi)
+                                        };
+                                        let got = out[i * len + r - start];
+                                        assert_eq!(
+                                            got.to_bits(),
+                                            want.to_bits(),
+                                            "{} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}",
+                                            k.variant
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_values_stay_exact() {
+        // Weights at -128 and 127 (a file may hold -128), activations at
+        // ±127: the 16-bit pair sums at their largest. Scales of 1 keep the
+        // float steps exact: the results are the integer sums.
+        let cols = 64;
+        let mut tables = vec![scalar_table()];
+        tables.extend(
+            supported_kernels()
+                .into_iter()
+                .filter(|k| k.gemm_q8_0_x8.is_some()),
+        );
+        for k in &tables {
+            for xv in [127i8, -127] {
+                let mut w = q8_0(&ggml_test_values(3, 8 * cols));
+                for (i, b) in w.iter_mut().enumerate() {
+                    b.d = half::f16::ONE;
+                    b.qs = std::array::from_fn(|j| if (i + j) % 3 == 0 { -128 } else { 127 });
+                }
+                let mut x = q8_0(&ggml_test_values(4, cols));
+                for b in x.iter_mut() {
+                    b.d = half::f16::ONE;
+                    b.qs = [xv; QK];
+                }
+                let packed = RepackedQ8_0::new(&w, 8, cols).unwrap();
+                let out = product(k, &packed, &x, 1, 0..8);
+                for (r, got) in out.iter().enumerate() {
+                    let want: i32 = w[r * 2..r * 2 + 2]
+                        .iter()
+                        .flat_map(|b| b.qs)
+                        .map(|q| q as i32 * xv as i32)
+                        .sum();
+                    assert_eq!(*got, want as f32, "{} row {r} activations {xv}", k.variant);
+                }
+            }
+        }
+    }
+}
+
 /// The tests of a k-quant whose rows are interleaved eight at a time, for
 /// variants with a group kernel: exact integer sums and `vec_dot`'s float
 /// combination, so every result equals the scalar `vec_dot` of its row bit

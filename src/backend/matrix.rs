@@ -10,6 +10,7 @@ use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::repack_q4_k::RepackedQ4K;
 use crate::backend::cpu::repack_q5_0::RepackedQ5_0;
 use crate::backend::cpu::repack_q6_k::RepackedQ6K;
+use crate::backend::cpu::repack_q8_0::RepackedQ8_0;
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::tensor::DType;
@@ -45,6 +46,7 @@ pub(crate) enum Repacked {
     Q5_0(RepackedQ5_0),
     Q4K(RepackedQ4K),
     Q6K(RepackedQ6K),
+    Q8_0(RepackedQ8_0),
 }
 
 /// A weight matrix bound to a device.
@@ -129,6 +131,7 @@ impl Matrix {
             Storage::Repacked(Repacked::Q5_0(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q4K(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q6K(p)) => p.size_bytes(),
+            Storage::Repacked(Repacked::Q8_0(p)) => p.size_bytes(),
         }
     }
 }

@@ -11,6 +11,7 @@ use super::repack::BlockQ4_0x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
+use super::repack_q8_0::BlockQ8_0x8;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
 
@@ -53,6 +54,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
+        gemm_q8_0_x8: Some(gemm_q8_0_x8),
         scores_f16,
         wsum_f16,
         axpy_f32,
@@ -452,6 +454,22 @@ fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32],
                 3 => gemm_tile_q6_k_x8::<3>(group, &xs, res),
                 2 => gemm_tile_q6_k_x8::<2>(group, &xs, res),
                 _ => gemm_tile_q6_k_x8::<1>(group, &xs, res),
+            }
+        }
+    });
+}
+fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32], stride: usize) {
+    super::repack::check_gemm(group, x, n, out, stride, 8);
+    let per_row = group.len();
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        // SAFETY: as in `gemm_q4_k_x8`.
+        unsafe {
+            match take {
+                4 => gemm_tile_q8_0_x8::<4>(group, &xs, res),
+                3 => gemm_tile_q8_0_x8::<3>(group, &xs, res),
+                2 => gemm_tile_q8_0_x8::<2>(group, &xs, res),
+                _ => gemm_tile_q8_0_x8::<1>(group, &xs, res),
             }
         }
     });
@@ -1840,6 +1858,57 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
                 *a,
                 _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(dots)),
             );
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q8_0 rows times `A` (1..=4) activation rows. Per block the
+/// weights' magnitudes are taken once for all `A` rows; each activation
+/// vector takes the weights' signs (`sign`), so `maddubs` multiplies |w|
+/// (<= 128) by ±a (activations from `quantize_q8_0` are within ±127, as
+/// ggml's dots also assume): a lane pair is at most 2·128·127 < 2^15. Each pair
+/// sum is widened at once (two would overflow 16 bits), so every row's
+/// block sum is exact, and it is added with one FMA by d(w)·d(a) as the
+/// scalar twin does: results equal `repack_q8_0::gemm_q8_0_x8` bit for bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_k_x8`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_tile_q8_0_x8<const A: usize>(
+    group: &[BlockQ8_0x8],
+    xs: &[&[BlockQ8_0]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let ones = _mm256_set1_epi16(1);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        // w[k][half]: rows 4·half.., values 8k..8k + 8.
+        let w: [[__m256i; 2]; 4] = std::array::from_fn(|k| {
+            std::array::from_fn(|half| {
+                _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast())
+            })
+        });
+        let magnitudes = w.map(|pair| pair.map(|v| _mm256_sign_epi8(v, v)));
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            let mut sums = [_mm256_setzero_si256(); 2];
+            for k in 0..4 {
+                let ya =
+                    _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
+                for (half, sum) in sums.iter_mut().enumerate() {
+                    let p =
+                        _mm256_maddubs_epi16(magnitudes[k][half], _mm256_sign_epi8(ya, w[k][half]));
+                    *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(p, ones));
+                }
+            }
+            let rows = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[0], sums[1]), order);
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(fp16(y.d)));
+            *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), scale, *a);
         }
     }
     for (j, a) in acc.iter().enumerate() {

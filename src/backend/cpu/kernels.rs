@@ -9,6 +9,7 @@ use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
+use super::repack_q8_0::BlockQ8_0x8;
 use super::variant::CpuVariant;
 use super::{rows, scalar};
 use crate::backend::ops::Rope;
@@ -98,6 +99,8 @@ pub struct Kernels {
     pub gemm_q4_k_x8: Option<GemmQ4KFn>,
     /// As `gemm_q5_0_x8`, for Q6_K (`repack_q6_k`).
     pub gemm_q6_k_x8: Option<GemmQ6KFn>,
+    /// As `gemm_q5_0_x8`, for Q8_0 (`repack_q8_0`).
+    pub gemm_q8_0_x8: Option<GemmFn<BlockQ8_0x8>>,
     // Element-wise and row kernels (scalar twins in rows.rs).
     pub rms_norm: fn(&[f32], &[f32], f32, &mut [f32]),
     pub layer_norm: fn(&mut [f32], &[f32], &[f32], f32),
@@ -151,6 +154,7 @@ impl Kernels {
             gemm_q5_0_x8: None,
             gemm_q4_k_x8: None,
             gemm_q6_k_x8: None,
+            gemm_q8_0_x8: None,
             rms_norm: rows::rms_norm,
             layer_norm: rows::layer_norm,
             rope: rows::rope,

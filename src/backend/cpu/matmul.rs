@@ -473,6 +473,12 @@ pub(super) fn mul_mat(
                 p.product_rows(k, y, n, rows, dst)
             })
         }
+        Storage::Repacked(Repacked::Q8_0(p)) => {
+            let y = quantize_rows::<BlockQ8_0>(k, x, cols, &mut s.acts);
+            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
+                p.product_rows(k, y, n, rows, dst)
+            })
+        }
         Storage::Repacked(Repacked::Q6K(p)) => {
             let y = quantize_rows::<BlockQ8K>(k, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {

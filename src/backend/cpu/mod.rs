@@ -15,6 +15,7 @@ pub mod repack;
 pub mod repack_q4_k;
 pub mod repack_q5_0;
 pub mod repack_q6_k;
+pub mod repack_q8_0;
 pub mod rows;
 pub mod scalar;
 pub mod variant;
@@ -38,7 +39,7 @@ pub use variant::CpuVariant;
 use super::matrix::{Matrix, Repacked, WeightSource};
 use super::{Backend, Buffer, BufferType, Device, DeviceKind, Op, Registry};
 use crate::error::{Error, Result};
-use crate::tensor::blocks::{as_blocks, BlockQ4K, BlockQ4_0, BlockQ5_0, BlockQ6K};
+use crate::tensor::blocks::{as_blocks, BlockQ4K, BlockQ4_0, BlockQ5_0, BlockQ6K, BlockQ8_0};
 use crate::tensor::DType;
 
 /// The environment variable that forces a variant when no explicit choice is made.
@@ -222,6 +223,14 @@ impl Device for CpuDevice {
                 let blocks = as_blocks::<BlockQ6K>(&src.file.bytes()[src.range.clone()])?;
                 let packed = repack_q6_k::RepackedQ6K::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q6K(packed)))
+            }
+            _ if src.dtype == DType::Q8_0
+                && self.kernels.gemm_q8_0_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ8_0>(&src.file.bytes()[src.range.clone()])?;
+                let packed = repack_q8_0::RepackedQ8_0::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(&src, Repacked::Q8_0(packed)))
             }
             _ => Ok(mapped),
         }

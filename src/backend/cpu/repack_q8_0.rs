@@ -1,0 +1,100 @@
+//! Q8_0 weights interleaved at load, eight rows at a time, for variants with
+//! a kernel that multiplies eight rows at once (AVX2), as `repack_q5_0` does
+//! for Q5_0. Q8_0 is what SmolLM2 and Gemma files keep their token embedding
+//! in, what llama-quantize's K_M mixtures give some `attn_v`, and the type of
+//! whole Q8_0 models.
+//!
+//! A group block holds, for one column block of eight rows, their scales and
+//! their quants interleaved eight bytes at a time: exactly the eight blocks'
+//! bytes. Rows that do not fill a last group stay plain Q8_0 and go through
+//! `vec_dot`.
+//!
+//! Per row and block the kernels compute the exact integer sum and add it
+//! with one FMA by d(w)·d(a), as the scalar twin here does; the twin equals
+//! row-by-row `vec_dot` within rounding.
+
+use half::f16;
+
+use super::interleaved::{GroupBlock, Interleaved, ROWS};
+use super::kernels::Kernels;
+use super::repack::check_gemm;
+use crate::error::Result;
+use crate::tensor::blocks::{BlockQ8_0, QK};
+
+/// One column block of eight Q8_0 rows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BlockQ8_0x8 {
+    pub d: [f16; ROWS],
+    /// `qs[64 k + 8 r + t]`: value 8k + t of row r.
+    pub qs: [i8; QK * ROWS],
+}
+
+const _: () = assert!(std::mem::size_of::<BlockQ8_0x8>() == ROWS * 34);
+
+impl GroupBlock for BlockQ8_0x8 {
+    type Row = BlockQ8_0;
+    type Act = BlockQ8_0;
+
+    fn interleave(rows: [&BlockQ8_0; ROWS]) -> BlockQ8_0x8 {
+        let mut g = BlockQ8_0x8 {
+            d: [f16::ZERO; ROWS],
+            qs: [0; QK * ROWS],
+        };
+        for (r, b) in rows.iter().enumerate() {
+            g.d[r] = b.d;
+            for k in 0..QK / 8 {
+                let at = 64 * k + 8 * r;
+                g.qs[at..at + 8].copy_from_slice(&b.qs[8 * k..8 * k + 8]);
+            }
+        }
+        g
+    }
+}
+
+/// A Q8_0 weight matrix in groups of eight interleaved rows.
+pub type RepackedQ8_0 = Interleaved<BlockQ8_0x8>;
+
+impl RepackedQ8_0 {
+    /// `Interleaved::rows_through` with the variant's group kernel where it
+    /// has one, else the scalar one.
+    pub fn product_rows(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let gemm = k.gemm_q8_0_x8.unwrap_or(gemm_q8_0_x8);
+        self.rows_through(gemm, k.vec_dot_q8_0_q8_0, x, n, rows, out)
+    }
+}
+
+/// One group of eight rows times `n` activation rows (the scalar twin):
+/// output `r` of activation row `i` goes to `out[i * stride + r]`. Each
+/// block's exact sum is added with one FMA by d(w)·d(a).
+pub fn gemm_q8_0_x8(
+    group: &[BlockQ8_0x8],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    check_gemm(group, x, n, out, stride, ROWS);
+    let per_row = group.len();
+    for i in 0..n {
+        let xi = &x[i * per_row..(i + 1) * per_row];
+        let mut acc = [0f32; ROWS];
+        for (b, y) in group.iter().zip(xi) {
+            let dy = y.d.to_f32();
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let sum: i32 = (0..QK)
+                    .map(|j| b.qs[64 * (j / 8) + 8 * r + j % 8] as i32 * y.qs[j] as i32)
+                    .sum();
+                *acc = (sum as f32).mul_add(b.d[r].to_f32() * dy, *acc);
+            }
+        }
+        out[i * stride..i * stride + ROWS].copy_from_slice(&acc);
+    }
+}
