@@ -372,8 +372,8 @@ mod cli {
     }
 
     fn quantize(
-        input: &PathBuf,
-        output: &PathBuf,
+        input: &std::path::Path,
+        output: &std::path::Path,
         target: &str,
         threads: usize,
     ) -> lamina::Result<()> {
