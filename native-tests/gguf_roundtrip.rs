@@ -162,3 +162,49 @@ fn writer_refuses_what_readers_would_reject() {
         Err(Error::DuplicateTensor { .. })
     ));
 }
+
+/// The streamed writer (header first, then one tensor at a time) writes the
+/// same bytes as the in-memory one, at the default alignment and at the
+/// largest (1 MiB of padding per tensor: more than a wasm stack holds), and
+/// refuses tensors out of order, of the wrong size, or missing.
+#[test]
+fn streamed_files_equal_in_memory_ones() {
+    use lamina::gguf::GgufLayout;
+    for alignment in [None, Some(1u32 << 20)] {
+        let tensors: [(&str, GgmlType, Vec<u64>); 2] = [
+            ("a", GgmlType::F32, vec![3, 2]),
+            ("b", GgmlType::Q8_0, vec![64]),
+        ];
+        let mut memory = GgufWriter::new();
+        let mut layout = GgufLayout::new();
+        for (k, v) in [
+            ("general.architecture", Value::String("llama".into())),
+            ("x", Value::U32(7)),
+        ] {
+            memory.add_metadata(k, v.clone()).unwrap();
+            layout.add_metadata(k, v).unwrap();
+        }
+        if let Some(a) = alignment {
+            memory.add_metadata("general.alignment", Value::U32(a)).unwrap();
+            layout.add_metadata("general.alignment", Value::U32(a)).unwrap();
+        }
+        let data: Vec<Vec<u8>> = vec![vec![1u8; 24], vec![2u8; 68]];
+        for ((name, ty, shape), bytes) in tensors.iter().zip(&data) {
+            memory.add_tensor(*name, *ty, shape, bytes.clone()).unwrap();
+            assert_eq!(layout.add_tensor(*name, *ty, shape).unwrap(), bytes.len() as u64);
+        }
+        let mut stream = layout.clone().stream_to(Vec::new()).unwrap();
+        for ((name, _, _), bytes) in tensors.iter().zip(&data) {
+            stream.write_tensor(name, bytes).unwrap();
+        }
+        let streamed = stream.finish().unwrap();
+        assert_eq!(streamed, memory.to_bytes(), "alignment {alignment:?}");
+        assert!(GgufFile::from_bytes(streamed).is_ok());
+
+        let mut stream = layout.clone().stream_to(Vec::new()).unwrap();
+        assert!(stream.write_tensor("b", &data[1]).is_err(), "out of order");
+        assert!(stream.write_tensor("a", &data[1]).is_err(), "wrong size");
+        stream.write_tensor("a", &data[0]).unwrap();
+        assert!(stream.finish().is_err(), "a declared tensor is missing");
+    }
+}

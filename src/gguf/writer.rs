@@ -3,7 +3,7 @@
 //! the alignment, in the order the tensors were added.
 
 use std::borrow::Cow;
-use std::io::Write;
+use std::io::{Read, Write};
 
 use super::header::{self, ALIGNMENT_KEY, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, MAX_DIMS};
 use super::value::{Array, Value};
@@ -178,10 +178,11 @@ impl<W: Write> TensorStream<W> {
                 info.n_bytes
             )));
         }
-        let padding = [0u8; MAX_ALIGNMENT as usize];
-        let n_pad = pad_len(info.n_bytes, self.layout.alignment) as usize;
+        let n_pad = pad_len(info.n_bytes, self.layout.alignment);
         self.out.write_all(data).map_err(write_error)?;
-        self.out.write_all(&padding[..n_pad]).map_err(write_error)?;
+        // Zeros from a reader, not an array: the alignment may be up to
+        // 1 MiB, the whole of a wasm stack.
+        std::io::copy(&mut std::io::repeat(0).take(n_pad), &mut self.out).map_err(write_error)?;
         self.next += 1;
         Ok(())
     }
