@@ -24,8 +24,11 @@ AARCH64_FULL_CPU="max,sve256=on"
 # every target, run natively and in wasm; under emulation each costs a
 # minute or more. Three of the five greedy prompts and MiniLM's per-token
 # vectors are skipped too: they run the same kernels as the prompts and the
-# pooled vectors that stay, with other text. Every other golden forward pass
-# still runs.
+# pooled vectors that stay, with other text. So are the requantizers'
+# whole-file checks (scalar quantizers, the same bytes on every target), the
+# CLI's JSON outputs (the forward passes behind them are gated here by the
+# golden tests; the CLI's own logic runs natively) and the load-time
+# validation of hostile files. Every other golden forward pass still runs.
 AARCH64_EMULATION_SKIP=(
   decoding_allocates_nothing_per_token
   bad_inputs_are_clear_errors sequences_in_one_batch_equal_separate_runs
@@ -37,6 +40,8 @@ AARCH64_EMULATION_SKIP=(
   perplexity_q4_1 gemma3_iq4_xs qwen2_iq4_nl
   chat_q4_1 prose_q4_1 chat_study_tips_q4_1 minilm_per_token_vectors_match_llama_cpp
   twenty_thousand_tokens_with_context_shifts_keep_memory_flat
+  like_llama_quantize _json run_chat_two_threads
+  hostile_llama_hyperparameters hostile_bert_files vocabulary_and_tensors_must_match
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"
