@@ -185,13 +185,20 @@ fn streamed_files_equal_in_memory_ones() {
             layout.add_metadata(k, v).unwrap();
         }
         if let Some(a) = alignment {
-            memory.add_metadata("general.alignment", Value::U32(a)).unwrap();
-            layout.add_metadata("general.alignment", Value::U32(a)).unwrap();
+            memory
+                .add_metadata("general.alignment", Value::U32(a))
+                .unwrap();
+            layout
+                .add_metadata("general.alignment", Value::U32(a))
+                .unwrap();
         }
         let data: Vec<Vec<u8>> = vec![vec![1u8; 24], vec![2u8; 68]];
         for ((name, ty, shape), bytes) in tensors.iter().zip(&data) {
             memory.add_tensor(*name, *ty, shape, bytes.clone()).unwrap();
-            assert_eq!(layout.add_tensor(*name, *ty, shape).unwrap(), bytes.len() as u64);
+            assert_eq!(
+                layout.add_tensor(*name, *ty, shape).unwrap(),
+                bytes.len() as u64
+            );
         }
         let mut stream = layout.clone().stream_to(Vec::new()).unwrap();
         for ((name, _, _), bytes) in tensors.iter().zip(&data) {

@@ -245,6 +245,44 @@ impl Workers {
         })
     }
 
+    /// `f(i, piece)` for the `chunk`-long pieces of `data` (the last may be
+    /// shorter), spread over the workers, allocating nothing.
+    pub fn for_each_chunk_mut<T: Send>(
+        &self,
+        data: &mut [T],
+        chunk: usize,
+        f: impl Fn(usize, &mut [T]) + Sync + Send,
+    ) {
+        let chunk = chunk.max(1);
+        let n = data.len().div_ceil(chunk);
+        if matches!(self.pool, Pool::Inline) || n <= 1 {
+            data.chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i, c));
+            return;
+        }
+        if matches!(self.pool, Pool::Global) {
+            let len = data.len();
+            let base = SharedMut(data.as_mut_ptr());
+            self.on_team(n, &|i| {
+                let start = i * chunk;
+                let end = (start + chunk).min(len);
+                // SAFETY: the pieces [start, end) of distinct indices are
+                // disjoint and inside `data`, which is borrowed mutably for
+                // the whole region; each index is taken by one thread.
+                let piece = unsafe { std::slice::from_raw_parts_mut(base.at(start), end - start) };
+                f(i, piece);
+            });
+            return;
+        }
+        self.in_pool(|| {
+            use rayon::prelude::*;
+            data.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i, c));
+        })
+    }
+
     /// How many pieces to cut `n` units of work into: a few per thread, so an
     /// unlucky slow piece does not leave the others idle.
     pub fn pieces(&self, n: usize) -> usize {

@@ -23,6 +23,48 @@ pub struct CpuBackend {
     max_cells: usize,
 }
 
+/// Rows below which a row-wise op runs on the calling thread: a generated
+/// token's one row is not worth waking a worker for; a prompt's are.
+const MIN_PARALLEL_ROWS: usize = 8;
+/// Values below which an element-wise op runs on the calling thread.
+const MIN_PARALLEL_VALUES: usize = 16 * 1024;
+
+impl CpuBackend {
+    /// `f(first_row, piece)` over pieces of whole rows of `width` of `data`,
+    /// on the workers when there are enough rows. Each row is computed as
+    /// on one thread, so the results do not depend on the threads.
+    fn in_row_pieces(
+        &self,
+        data: &mut [f32],
+        width: usize,
+        f: impl Fn(usize, &mut [f32]) + Sync + Send,
+    ) {
+        let rows = data.len() / width.max(1);
+        if rows < MIN_PARALLEL_ROWS || self.workers.n_threads() == 1 {
+            return f(0, data);
+        }
+        let per_piece = rows.div_ceil(self.workers.pieces(rows));
+        self.workers
+            .for_each_chunk_mut(data, per_piece * width, |i, piece| f(i * per_piece, piece));
+    }
+
+    /// `f(start, piece)` over pieces of an element-wise op's values, on the
+    /// workers when there are enough. The pieces start at multiples of 64,
+    /// so every value takes the same SIMD path as in one piece (only the
+    /// last piece has the tail the whole slice has).
+    fn in_pieces(&self, data: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync + Send) {
+        if data.len() < MIN_PARALLEL_VALUES || self.workers.n_threads() == 1 {
+            return f(0, data);
+        }
+        let chunk = data
+            .len()
+            .div_ceil(self.workers.n_threads() * 4)
+            .next_multiple_of(64);
+        self.workers
+            .for_each_chunk_mut(data, chunk, |i, piece| f(i * chunk, piece));
+    }
+}
+
 fn same_len(op: &str, a: usize, b: usize) -> Result<()> {
     if a == b {
         Ok(())
@@ -109,9 +151,13 @@ impl Backend for CpuBackend {
     fn rms_norm(&mut self, x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) -> Result<()> {
         same_len("rms_norm", x.len(), out.len())?;
         rows_of("rms_norm", x.len(), w.len())?;
-        for (xr, or) in x.chunks_exact(w.len()).zip(out.chunks_exact_mut(w.len())) {
-            (self.kernels.rms_norm)(xr, w, eps, or);
-        }
+        let (k, width) = (&self.kernels, w.len());
+        self.in_row_pieces(out, width, |first, piece| {
+            let x = &x[first * width..];
+            for (xr, or) in x.chunks_exact(width).zip(piece.chunks_exact_mut(width)) {
+                (k.rms_norm)(xr, w, eps, or);
+            }
+        });
         Ok(())
     }
 
@@ -144,17 +190,22 @@ impl Backend for CpuBackend {
                 "rope: fewer frequency factors than rotated pairs".into(),
             ));
         }
-        for (row, &p) in x.chunks_exact_mut(width).zip(pos) {
-            (self.kernels.rope)(rope, row, p);
-        }
+        let k = &self.kernels;
+        self.in_row_pieces(x, width, |first, piece| {
+            for (row, &p) in piece.chunks_exact_mut(width).zip(&pos[first..]) {
+                (k.rope)(rope, row, p);
+            }
+        });
         Ok(())
     }
 
     fn add(&mut self, x: &mut [f32], y: &[f32]) -> Result<()> {
         same_len("add", x.len(), y.len())?;
-        for (a, b) in x.iter_mut().zip(y) {
-            *a += b;
-        }
+        self.in_pieces(x, |start, piece| {
+            for (a, b) in piece.iter_mut().zip(&y[start..]) {
+                *a += b;
+            }
+        });
         Ok(())
     }
 
@@ -170,7 +221,10 @@ impl Backend for CpuBackend {
 
     fn silu_mul(&mut self, gate: &mut [f32], up: &[f32]) -> Result<()> {
         same_len("silu_mul", gate.len(), up.len())?;
-        (self.kernels.silu_mul)(gate, up);
+        let k = &self.kernels;
+        self.in_pieces(gate, |start, piece| {
+            (k.silu_mul)(piece, &up[start..start + piece.len()])
+        });
         Ok(())
     }
 
@@ -181,7 +235,10 @@ impl Backend for CpuBackend {
 
     fn gelu_mul(&mut self, gate: &mut [f32], up: &[f32]) -> Result<()> {
         same_len("gelu_mul", gate.len(), up.len())?;
-        (self.kernels.gelu_mul)(gate, up);
+        let k = &self.kernels;
+        self.in_pieces(gate, |start, piece| {
+            (k.gelu_mul)(piece, &up[start..start + piece.len()])
+        });
         Ok(())
     }
 

@@ -52,6 +52,7 @@ fn sized<T: Clone>(v: &mut Vec<T>, len: usize, fill: T) -> &mut [T] {
 /// quantizer, in the backend's scratch.
 fn quantize_rows<'s, A: ActType>(
     k: &Kernels,
+    workers: &Workers,
     x: &[f32],
     cols: usize,
     s: &'s mut ActScratch,
@@ -59,9 +60,20 @@ fn quantize_rows<'s, A: ActType>(
     let per_row = cols / A::ELEMENTS;
     let quantize = A::quantizer(k);
     let q = sized(A::scratch(s), x.len() / A::ELEMENTS, A::zeroed());
-    for (xr, qr) in x.chunks_exact(cols).zip(q.chunks_exact_mut(per_row)) {
-        quantize(xr, qr);
-    }
+    let rows = x.len() / cols.max(1);
+    // A prompt's rows are quantized on the workers (each row as on one
+    // thread); a generated token's one row is not worth waking them.
+    let per_piece = if rows < 8 {
+        rows.max(1)
+    } else {
+        rows.div_ceil(workers.pieces(rows))
+    };
+    workers.for_each_chunk_mut(q, per_piece * per_row, |i, piece| {
+        let x = &x[i * per_piece * cols..];
+        for (xr, qr) in x.chunks_exact(cols).zip(piece.chunks_exact_mut(per_row)) {
+            quantize(xr, qr);
+        }
+    });
     q
 }
 
@@ -295,7 +307,7 @@ fn quant_product<W: CpuProduct>(
     out: &mut [f32],
 ) -> Result<()> {
     let Dots { dot, dot4 } = W::dots(k).ok_or_else(|| unsupported(W::TYPE))?;
-    let y = quantize_rows::<W::Dot>(k, x, w.cols, &mut s.acts);
+    let y = quantize_rows::<W::Dot>(k, workers, x, w.cols, &mut s.acts);
     split_rows(
         workers,
         &mut s.pieces,
@@ -451,7 +463,7 @@ pub(super) fn mul_mat(
                 float => float_product(k, workers, s, mapped, dtype, x, n, out))
         }
         Storage::Repacked(Repacked::Q4_0(p)) => {
-            let y = quantize_rows::<BlockQ8_0>(k, x, cols, &mut s.acts);
+            let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
                 p.product_rows(k, y, n, rows, dst)
             })
@@ -459,7 +471,7 @@ pub(super) fn mul_mat(
         Storage::Repacked(Repacked::Q5_0(p)) => {
             let Scratch { acts, pieces } = s;
             let mut sums = std::mem::take(&mut acts.sums);
-            let y = quantize_rows::<BlockQ8_0>(k, x, cols, acts);
+            let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
             activation_sums(y, &mut sums);
             let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
                 p.product_rows(k, y, &sums, n, rows, dst)
@@ -468,19 +480,19 @@ pub(super) fn mul_mat(
             result
         }
         Storage::Repacked(Repacked::Q4K(p)) => {
-            let y = quantize_rows::<BlockQ8K>(k, x, cols, &mut s.acts);
+            let y = quantize_rows::<BlockQ8K>(k, workers, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
                 p.product_rows(k, y, n, rows, dst)
             })
         }
         Storage::Repacked(Repacked::Q8_0(p)) => {
-            let y = quantize_rows::<BlockQ8_0>(k, x, cols, &mut s.acts);
+            let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
                 p.product_rows(k, y, n, rows, dst)
             })
         }
         Storage::Repacked(Repacked::Q6K(p)) => {
-            let y = quantize_rows::<BlockQ8K>(k, x, cols, &mut s.acts);
+            let y = quantize_rows::<BlockQ8K>(k, workers, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
                 p.product_rows(k, y, n, rows, dst)
             })
