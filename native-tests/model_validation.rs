@@ -80,8 +80,13 @@ fn assert_refused(f: GgufFile, want: &str, what: &str) {
 fn hostile_llama_hyperparameters_are_refused() {
     let src = source("SmolLM2-135M-Instruct.Q4_1.gguf");
     let f32v = Value::F32;
-    let cases: [(&str, Value, &str); 12] = [
+    let cases: [(&str, Value, &str); 13] = [
         ("llama.block_count", Value::U32(u32::MAX), "out of range"),
+        (
+            "llama.block_count",
+            Value::U32(1 << 20),
+            "but the file has only 272 tensors",
+        ),
         ("llama.block_count", Value::U32(0), "no layers"),
         ("llama.block_count", Value::U32(31), "blk.30"),
         ("llama.block_count", Value::U32(29), "layer 29"),

@@ -281,7 +281,9 @@ export class LlamaContext {
 
   /** The text of token ids. */
   async detokenize(ids, { special = false } = {}) {
-    return guard(() => this.#ctx().detokenize(Uint32Array.from(ids), special));
+    // Uint32Array.from would wrap -1 to 4294967295: ids are checked first.
+    const checked = Uint32Array.from(ids, (id, i) => count(`detokenize: id ${i}`, id));
+    return guard(() => this.#ctx().detokenize(checked, special));
   }
 
   /** `lamina info --json` of the loaded model. */

@@ -120,6 +120,7 @@ test('errors are Errors with the engine message', async () => {
   // Counts are not wrapped: -1 is not 4294967295 repetitions.
   await assert.rejects(ctx.bench(8, 0, -1), { name: 'RangeError', message: /bench: reps must be a whole number/ });
   await assert.rejects(ctx.bench(8.5, 4, 1), /bench: pp must be a whole number/);
+  await assert.rejects(ctx.detokenize([1, -1]), { name: 'RangeError', message: /detokenize: id 1 must be a whole number/ });
   await assert.rejects(loadModel(new Uint8Array(await readFile(smollm2)), { n_threads: 0 }), /threads/);
   const boom = new Error('boom');
   await assert.rejects(

@@ -196,7 +196,7 @@ pub(crate) fn common<'a>(
 ) -> Result<(Keys<'a>, Shape, Recipe, Rope)> {
     let keys = Keys::new(file, arch);
     let shape = Shape::read(&keys, tensor(file, "token_embd.weight")?.rows)?;
-    check_no_layers_beyond(file, &keys, shape.n_layer)?;
+    check_layers_against_tensors(file, &keys, shape.n_layer)?;
     let recipe = Recipe::plain(
         keys.positive("attention.layer_norm_rms_epsilon", None)?,
         &shape,
@@ -207,8 +207,17 @@ pub(crate) fn common<'a>(
 
 /// A file whose `blk.N.` tensors go past `block_count` says two different
 /// things about its depth: llama.cpp refuses it (it counts the tensors it
-/// did not use), and so does lamina.
-fn check_no_layers_beyond(file: &GgufFile, keys: &Keys, n_layer: usize) -> Result<()> {
+/// did not use), and so does lamina. A `block_count` above the file's
+/// tensor count (every layer has several) is refused before the layer list
+/// is reserved: 2^24 layers would reserve gigabytes for a small file.
+fn check_layers_against_tensors(file: &GgufFile, keys: &Keys, n_layer: usize) -> Result<()> {
+    let n_tensors = file.tensors().len();
+    if n_layer > n_tensors {
+        return Err(Error::InvalidArgument(format!(
+            "{} is {n_layer}, but the file has only {n_tensors} tensors",
+            keys.name("block_count")
+        )));
+    }
     let beyond = file.tensors().iter().find_map(|t| {
         let layer: usize = t
             .name
