@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use super::kernels::VecDotFn;
+use super::kernels::{Kernels, VecDotFn};
 use crate::error::{Error, Result};
 use crate::tensor::blocks::Block;
 
@@ -122,5 +122,32 @@ impl<G: GroupBlock> Interleaved<G> {
             }
         }
         Ok(())
+    }
+}
+
+/// One group times `n` activation rows: output `r` of activation row `i`
+/// goes to `out[i * stride + r]`.
+pub type GroupGemmFn<G> = fn(&[G], &[<G as GroupBlock>::Act], usize, &mut [f32], usize);
+
+/// A group layout whose kernel takes the activations alone (Q5_0's also
+/// takes their sums, and has its own `product_rows`).
+pub trait PlainGroup: GroupBlock {
+    /// The variant's group kernel, else the scalar twin; and the variant's
+    /// `vec_dot` for the tail rows.
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>);
+}
+
+impl<G: PlainGroup> Interleaved<G> {
+    /// `rows_through` with the layout's kernels for variant `k`.
+    pub fn product_rows(
+        &self,
+        k: &Kernels,
+        x: &[G::Act],
+        n: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let (gemm, dot) = G::kernels(k);
+        self.rows_through(gemm, dot, x, n, rows, out)
     }
 }

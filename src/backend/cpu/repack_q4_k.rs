@@ -17,11 +17,10 @@
 
 use half::f16;
 
-use super::interleaved::{GroupBlock, Interleaved, ROWS};
-use super::kernels::Kernels;
+use super::interleaved::{GroupBlock, GroupGemmFn, Interleaved, PlainGroup, ROWS};
+use super::kernels::{Kernels, VecDotFn};
 use super::kquant_dot::k4_scales_mins;
 use super::repack::check_gemm;
-use crate::error::Result;
 use crate::tensor::blocks::{BlockQ4K, BlockQ8K, QK_K};
 
 /// One super-block column of eight Q4_K rows.
@@ -85,19 +84,9 @@ impl BlockQ4Kx8 {
 /// A Q4_K weight matrix in groups of eight interleaved rows.
 pub type RepackedQ4K = Interleaved<BlockQ4Kx8>;
 
-impl RepackedQ4K {
-    /// `Interleaved::rows_through` with the variant's group kernel where it
-    /// has one, else the scalar one.
-    pub fn product_rows(
-        &self,
-        k: &Kernels,
-        x: &[BlockQ8K],
-        n: usize,
-        rows: std::ops::Range<usize>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        let gemm = k.gemm_q4_k_x8.unwrap_or(gemm_q4_k_x8);
-        self.rows_through(gemm, k.vec_dot_q4_k_q8_k, x, n, rows, out)
+impl PlainGroup for BlockQ4Kx8 {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+        (k.gemm_q4_k_x8.unwrap_or(gemm_q4_k_x8), k.vec_dot_q4_k_q8_k)
     }
 }
 

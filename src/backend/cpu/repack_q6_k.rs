@@ -18,10 +18,9 @@
 
 use half::f16;
 
-use super::interleaved::{GroupBlock, Interleaved, ROWS};
-use super::kernels::Kernels;
+use super::interleaved::{GroupBlock, GroupGemmFn, Interleaved, PlainGroup, ROWS};
+use super::kernels::{Kernels, VecDotFn};
 use super::repack::check_gemm;
-use crate::error::Result;
 use crate::tensor::blocks::{BlockQ6K, BlockQ8K, QK_K};
 
 /// One super-block column of eight Q6_K rows.
@@ -98,19 +97,9 @@ impl BlockQ6Kx8 {
 /// A Q6_K weight matrix in groups of eight interleaved rows.
 pub type RepackedQ6K = Interleaved<BlockQ6Kx8>;
 
-impl RepackedQ6K {
-    /// `Interleaved::rows_through` with the variant's group kernel where it
-    /// has one, else the scalar one.
-    pub fn product_rows(
-        &self,
-        k: &Kernels,
-        x: &[BlockQ8K],
-        n: usize,
-        rows: std::ops::Range<usize>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        let gemm = k.gemm_q6_k_x8.unwrap_or(gemm_q6_k_x8);
-        self.rows_through(gemm, k.vec_dot_q6_k_q8_k, x, n, rows, out)
+impl PlainGroup for BlockQ6Kx8 {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+        (k.gemm_q6_k_x8.unwrap_or(gemm_q6_k_x8), k.vec_dot_q6_k_q8_k)
     }
 }
 

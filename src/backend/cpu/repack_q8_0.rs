@@ -15,10 +15,9 @@
 
 use half::f16;
 
-use super::interleaved::{GroupBlock, Interleaved, ROWS};
-use super::kernels::Kernels;
+use super::interleaved::{GroupBlock, GroupGemmFn, Interleaved, PlainGroup, ROWS};
+use super::kernels::{Kernels, VecDotFn};
 use super::repack::check_gemm;
-use crate::error::Result;
 use crate::tensor::blocks::{BlockQ8_0, QK};
 
 /// One column block of eight Q8_0 rows.
@@ -55,19 +54,9 @@ impl GroupBlock for BlockQ8_0x8 {
 /// A Q8_0 weight matrix in groups of eight interleaved rows.
 pub type RepackedQ8_0 = Interleaved<BlockQ8_0x8>;
 
-impl RepackedQ8_0 {
-    /// `Interleaved::rows_through` with the variant's group kernel where it
-    /// has one, else the scalar one.
-    pub fn product_rows(
-        &self,
-        k: &Kernels,
-        x: &[BlockQ8_0],
-        n: usize,
-        rows: std::ops::Range<usize>,
-        out: &mut [f32],
-    ) -> Result<()> {
-        let gemm = k.gemm_q8_0_x8.unwrap_or(gemm_q8_0_x8);
-        self.rows_through(gemm, k.vec_dot_q8_0_q8_0, x, n, rows, out)
+impl PlainGroup for BlockQ8_0x8 {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+        (k.gemm_q8_0_x8.unwrap_or(gemm_q8_0_x8), k.vec_dot_q8_0_q8_0)
     }
 }
 
