@@ -1,8 +1,10 @@
 // lamina's engine, called directly: loads one of the two WebAssembly builds
 // (single-thread, or threaded with a Web Worker pool) and exposes the API over
 // the usual model sources: ArrayBuffer, Uint8Array, Blob/File (read in chunks)
-// or a URL. Node uses it as is (index.js); browsers run it inside a Web Worker
-// (worker.js) so generation never blocks the page.
+// or a URL. worker.js runs it for one model per worker (a Web Worker in
+// browsers, a worker_threads Worker in Node), so a panic, which leaves this
+// instance unusable, stops only that model; index.js uses it directly only
+// where no kind of worker exists.
 
 const BUILDS = {
   'single-thread': { js: './dist/lamina.js', wasm: './dist/lamina_bg.wasm' },
@@ -60,6 +62,11 @@ export async function buildInfo() {
 }
 
 let poisoned = null;
+
+/** Why the engine can no longer be used ("after a panic: ..."), or null. */
+export function stoppedReason() {
+  return poisoned;
+}
 
 /** Resolves after one turn of the event loop (a macrotask, not clamped). */
 const nextTurn =
@@ -324,6 +331,16 @@ export class LlamaContext {
     // wasm-bindgen would wrap -1 to 4294967295: counts are checked here.
     const counts = [count('bench: pp', pp), count('bench: tg', tg), count('bench: reps', reps)];
     return guard(() => this.#ctx().bench(...counts));
+  }
+
+  /** Test-only: makes the engine panic (in this thread every model stops). */
+  async _testPanic(message) {
+    return _testPanic(message);
+  }
+
+  /** Test-only: makes the engine run out of memory. */
+  async _testOutOfMemory() {
+    return _testOutOfMemory();
   }
 
   /** Frees the model and its context. */

@@ -186,8 +186,10 @@ export interface BenchRow {
 }
 
 /**
- * A loaded model and its context. In browsers it lives in a Web Worker of its
- * own (every method is a message to it); in Node it runs in the calling thread.
+ * A loaded model and its context. It lives in a worker of its own (a Web
+ * Worker in browsers, a worker_threads Worker in Node); every method is a
+ * message to it. After its engine panics or runs out of memory, its calls
+ * reject with why it stopped; other models are not affected.
  */
 export declare class LlamaContext {
   /** The build that runs this model, and why it was picked. */
@@ -206,8 +208,12 @@ export declare class LlamaContext {
   /** Best first; needs a reranker loaded with pooling_type 'rank'. */
   rerank(query: string, documents: string[], params?: RerankParams): Promise<RerankResult[]>;
   bench(pp?: number, tg?: number, reps?: number): Promise<BenchRow[]>;
-  /** Frees the model (in browsers: ends its worker). */
+  /** Frees the model: ends its worker. */
   release(): Promise<void>;
+  /** Test-only: makes this model's engine panic. */
+  _testPanic(message: string): Promise<never>;
+  /** Test-only: makes this model's engine run out of memory. */
+  _testOutOfMemory(): Promise<never>;
 }
 
 export declare function loadModel(

@@ -1,13 +1,14 @@
-// lamina's JavaScript entry point. In Node the engine runs in the calling
-// thread (engine.js; completions still give the event loop a turn between
-// tokens). In browsers every model runs in a Web Worker (proxy.js ->
-// worker.js), threaded when the page is cross-origin isolated, so the page
-// never freezes. Both sides have the same API.
+// lamina's JavaScript entry point. Every model runs in a worker of its own
+// (proxy.js -> worker.js): a Web Worker in browsers (threaded when the page is
+// cross-origin isolated), a worker_threads Worker in Node. So loading and
+// generation never block the caller, and one model's panic or out-of-memory
+// ends only its own worker. Where neither kind of worker exists the engine
+// runs in the calling thread (engine.js) with the same API.
 import * as direct from './engine.js';
 import * as proxy from './proxy.js';
 
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
-const api = !isNode && typeof Worker === 'function' ? proxy : direct;
+const api = isNode || typeof Worker === 'function' ? proxy : direct;
 
 export const init = api.init;
 export const buildInfo = api.buildInfo;

@@ -1,9 +1,56 @@
-// The browser side of lamina: the same API as engine.js, but every model
-// lives in a Web Worker of its own (worker.js), so loading and generation
-// never block the page. Calls become messages; answers, progress and tokens
-// come back as messages; errors are `Error`s with the engine's message.
+// lamina's API with every model in a worker of its own: a Web Worker in
+// browsers, a worker_threads Worker in Node (worker.js runs the engine there).
+// Loading and generation never block the caller's thread, and a model whose
+// engine panics or runs out of memory takes only its own worker down: the
+// worker is ended (its memory returned) and the other models keep running.
+// Calls become messages; answers, progress and tokens come back as messages;
+// errors are `Error`s (or `TypeError`/`RangeError`) with the engine's message.
 
 const WORKER_URL = new URL('./worker.js', import.meta.url);
+const isNode = typeof process !== 'undefined' && process.versions?.node != null;
+// Node's workers come from a built-in module; bundlers for browsers never see it.
+const nodeThreads = isNode ? await import(/* webpackIgnore: true */ 'node:worker_threads') : null;
+
+/**
+ * The caller's Node options for the worker, less `--input-type`: a worker
+ * runs a file, and Node refuses to start one with that option (which
+ * `node --input-type=module -e ...` scripts carry).
+ */
+function workerExecArgv() {
+  const argv = process.execArgv;
+  return argv.filter((arg, i) => !arg.startsWith('--input-type') && argv[i - 1] !== '--input-type');
+}
+
+/** The error classes a worker's error keeps across the message. */
+const ERROR_CLASSES = { TypeError, RangeError };
+
+/**
+ * Starts worker.js and wires its messages to `receive(data)` and a failure
+ * of the worker itself to `fail(error)`. In Node the worker only keeps the
+ * process alive while a request is outstanding (`busy(true)`), as a model
+ * in the calling thread would.
+ */
+function startWorker(receive, fail) {
+  if (nodeThreads) {
+    const worker = new nodeThreads.Worker(WORKER_URL, { name: 'lamina', execArgv: workerExecArgv() });
+    worker.on('message', receive);
+    worker.on('error', (e) => fail(new Error(`the lamina worker failed: ${e?.message ?? e}`)));
+    worker.on('exit', (code) => fail(new Error(`the lamina worker exited (code ${code})`)));
+    worker.unref();
+    return {
+      post: (message) => worker.postMessage(message),
+      busy: (yes) => (yes ? worker.ref() : worker.unref()),
+      terminate: () => worker.terminate(),
+    };
+  }
+  const worker = new Worker(WORKER_URL, { type: 'module', name: 'lamina' });
+  worker.onmessage = ({ data }) => receive(data);
+  worker.onerror = (e) => {
+    e.preventDefault?.();
+    fail(new Error(`the lamina worker failed: ${e.message ?? 'unknown error'}`));
+  };
+  return { post: (message) => worker.postMessage(message), busy: () => {}, terminate: () => worker.terminate() };
+}
 
 /** One worker and its outstanding requests. */
 class Connection {
@@ -13,22 +60,28 @@ class Connection {
   #closed = null;
 
   constructor() {
-    this.#worker = new Worker(WORKER_URL, { type: 'module', name: 'lamina' });
-    this.#worker.onmessage = ({ data }) => this.#receive(data);
-    this.#worker.onerror = (e) => {
-      e.preventDefault?.();
-      this.close(new Error(`the lamina worker failed: ${e.message ?? 'unknown error'}`));
-    };
+    this.#worker = startWorker(
+      (data) => this.#receive(data),
+      (error) => this.close(error),
+    );
   }
 
-  #receive({ id, result, error, progress, token }) {
+  #receive({ id, result, error, errorName, stopped, progress, token }) {
     const request = this.#pending.get(id);
     if (!request) return;
     if (progress !== undefined) return request.onProgress?.(progress);
     if (token !== undefined) return request.onToken?.(token);
+    this.#settled(id);
+    if (error === undefined) return request.resolve(result);
+    request.reject(new (ERROR_CLASSES[errorName] ?? Error)(error));
+    // The engine in that worker can no longer be trusted: end it now, so its
+    // memory is returned; later calls fail with why it stopped.
+    if (stopped !== undefined) this.close(new Error(stopped));
+  }
+
+  #settled(id) {
     this.#pending.delete(id);
-    if (error !== undefined) request.reject(new Error(error));
-    else request.resolve(result);
+    if (this.#pending.size === 0) this.#worker.busy(false);
   }
 
   /** Sends `op(args)`; `handlers` hear progress and tokens. */
@@ -36,8 +89,9 @@ class Connection {
     if (this.#closed) return Promise.reject(this.#closed);
     const id = this.#next++;
     return new Promise((resolve, reject) => {
+      if (this.#pending.size === 0) this.#worker.busy(true);
       this.#pending.set(id, { resolve, reject, ...handlers });
-      this.#worker.postMessage({ id, op, args });
+      this.#worker.post({ id, op, args });
     });
   }
 
@@ -48,12 +102,18 @@ class Connection {
     this.#worker.terminate();
     for (const request of this.#pending.values()) request.reject(reason);
     this.#pending.clear();
+    this.#worker.busy(false);
   }
 }
 
-/** Sources travel to the worker: URLs made absolute, Blobs by reference. */
+/**
+ * Sources travel to the worker: URLs made absolute against the page (in Node
+ * they stay as given), Blobs by reference, bytes copied.
+ */
 function portable(source) {
-  if (typeof source === 'string' || source instanceof URL) return new URL(source, location.href).href;
+  if (typeof source === 'string' || source instanceof URL) {
+    return globalThis.location ? new URL(source, location.href).href : String(source);
+  }
   if (source instanceof Blob || source instanceof ArrayBuffer || source instanceof Uint8Array) return source;
   throw new TypeError('source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
 }
@@ -77,6 +137,7 @@ function checkAborted(signal) {
 
 /** What `loadModel` would run here: threaded when cross-origin isolated. */
 export async function buildInfo() {
+  if (isNode) return { build: 'single-thread', simd: 'simd128', threads: 1, reason: 'Node runs the single-thread build' };
   const isolated = globalThis.crossOriginIsolated === true;
   return { build: isolated ? 'threaded' : 'single-thread', simd: 'simd128' };
 }
@@ -96,7 +157,7 @@ export async function _testOutOfMemory() {
   return once('outOfMemory', {});
 }
 
-/** A model loaded in its worker; the same methods as in Node. */
+/** A model loaded in its worker; the same methods as engine.js's. */
 export class LlamaContext {
   #connection;
 
@@ -108,8 +169,24 @@ export class LlamaContext {
     this.build = info;
   }
 
-  completion(params, onToken) {
-    return this.#connection.call('completion', { params: params ?? {} }, { onToken });
+  /**
+   * An `onToken` that throws stops the completion; the promise rejects with
+   * what it threw once the worker has finished (the context is then idle).
+   */
+  async completion(params, onToken) {
+    let thrown = null;
+    const hear = (token) => {
+      if (thrown) return;
+      try {
+        onToken?.(token);
+      } catch (error) {
+        thrown = { error };
+        this.stopCompletion();
+      }
+    };
+    const result = await this.#connection.call('completion', { params: params ?? {} }, { onToken: hear });
+    if (thrown) throw thrown.error;
+    return result;
   }
 
   /** Stops the running completion at the next token. */
@@ -143,6 +220,16 @@ export class LlamaContext {
 
   bench(pp = 128, tg = 64, reps = 3) {
     return this.#connection.call('bench', { pp, tg, reps });
+  }
+
+  /** Test-only: makes this model's engine panic (its worker ends). */
+  _testPanic(message) {
+    return this.#connection.call('panic', { message });
+  }
+
+  /** Test-only: makes this model's engine run out of memory (its worker ends). */
+  _testOutOfMemory() {
+    return this.#connection.call('outOfMemory');
   }
 
   /** Ends the worker: the model's memory is returned at once. */

@@ -1,15 +1,22 @@
-// The Web Worker that runs lamina's engine for a browser page (started by
-// proxy.js, one per loaded model). It picks the build: threaded when the page
-// is cross-origin isolated (SharedArrayBuffer) and more than one thread is
-// asked for, single-thread otherwise, and says why. Requests arrive as
-// `{ id, op, args }`; answers go back as `{ id, result }` or `{ id, error }`,
-// with `{ id, progress }` and `{ id, token }` along the way.
+// The worker that runs lamina's engine for one loaded model (started by
+// proxy.js): a Web Worker in browsers, a worker_threads Worker in Node. It
+// picks the build: threaded when the page is cross-origin isolated
+// (SharedArrayBuffer) and more than one thread is asked for, single-thread
+// otherwise (always in Node), and says why. Requests arrive as
+// `{ id, op, args }`; answers go back as `{ id, result }` or
+// `{ id, error, errorName }`, with `{ id, progress }` and `{ id, token }`
+// along the way. An error after which the engine is unusable (a panic, out of
+// memory) also carries `stopped`, and proxy.js then ends this worker.
 import * as engine from './engine.js';
+
+const isNode = typeof process !== 'undefined' && process.versions?.node != null;
+const nodePort = isNode ? (await import(/* webpackIgnore: true */ 'node:worker_threads')).parentPort : null;
 
 let ctx = null;
 
 /** The build for `n_threads`, and why it was chosen. */
 function pickBuild(nThreads) {
+  if (isNode) return { build: 'single-thread', threads: 1, reason: 'Node runs the single-thread build' };
   const isolated = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
   if (nThreads > 1 && isolated) {
     return { build: 'threaded', threads: nThreads, reason: 'cross-origin isolated' };
@@ -20,7 +27,13 @@ function pickBuild(nThreads) {
 }
 
 function defaultThreads() {
-  return Math.max(1, Math.min(navigator.hardwareConcurrency || 1, 4));
+  return Math.max(1, Math.min(globalThis.navigator?.hardwareConcurrency || 1, 4));
+}
+
+/** The threads asked for (a whole number of at least 1), or the default. */
+function threadsAsked({ n_threads: n = defaultThreads() }) {
+  if (!Number.isInteger(n) || n < 1) throw new RangeError(`n_threads must be a whole number of at least 1, got ${n}`);
+  return n;
 }
 
 function loaded() {
@@ -30,7 +43,7 @@ function loaded() {
 
 const ops = {
   async load({ source, params }, reply) {
-    const pick = pickBuild(params.n_threads ?? defaultThreads());
+    const pick = pickBuild(threadsAsked(params));
     const build = await engine.init(pick);
     ctx = await engine.loadModel(source, { ...params, n_threads: build.threads }, {
       onProgress: (progress) => reply({ progress }),
@@ -51,13 +64,22 @@ const ops = {
   outOfMemory: () => engine._testOutOfMemory(),
 };
 
-self.onmessage = async ({ data: { id, op, args } }) => {
-  const reply = (message) => self.postMessage({ id, ...message });
+async function handle({ id, op, args }) {
+  const reply = (message) => post({ id, ...message });
   try {
     const run = ops[op];
     if (!run) throw new Error(`unknown request ${JSON.stringify(op)}`);
     reply({ result: await run(args ?? {}, reply) });
   } catch (e) {
-    reply({ error: e?.message ?? String(e) });
+    const stopped = engine.stoppedReason();
+    reply({
+      error: e?.message ?? String(e),
+      errorName: e?.name,
+      ...(stopped ? { stopped: `the lamina engine stopped ${stopped}` } : {}),
+    });
   }
-};
+}
+
+const post = nodePort ? (message) => nodePort.postMessage(message) : (message) => self.postMessage(message);
+if (nodePort) nodePort.on('message', handle);
+else self.onmessage = ({ data }) => handle(data);

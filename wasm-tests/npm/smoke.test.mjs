@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { modelInfo, buildInfo } from 'lamina';
 
 const repo = process.env.LAMINA_REPO;
@@ -54,4 +55,23 @@ test('bad input rejects with an Error carrying the engine message', async () => 
   });
   await assert.rejects(modelInfo(new Blob([new Uint8Array([0x47, 0x47, 0x55, 0x46, 1, 0, 0, 0])])), /unsupported GGUF version 1/);
   await assert.rejects(modelInfo(42), TypeError);
+});
+
+test('a loaded model does not keep Node running, and its worker answers while a call is pending', () => {
+  // Each model has a worker thread; it holds the process only while a call
+  // waits for it, as a model in the calling thread would. The script below
+  // never releases its model: it must still end by itself, after printing.
+  const script = `
+    import { readFile } from 'node:fs/promises';
+    import { loadModel } from 'lamina';
+    const ctx = await loadModel(new Uint8Array(await readFile(${JSON.stringify(requireModel(smollm2))})), { n_ctx: 64 });
+    setTimeout(async () => console.log(JSON.stringify(await ctx.tokenize('Hello'))), 50);
+  `;
+  const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  assert.equal(run.signal, null, `the script was killed after 120 s: ${run.stderr}`);
+  assert.equal(run.status, 0, run.stderr);
+  assert.deepEqual(JSON.parse(run.stdout), { tokens: [19556] });
 });

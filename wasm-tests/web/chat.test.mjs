@@ -13,7 +13,8 @@
 // turn in Gemma's format through the page: the reference's prompt ids and
 // greedy ids. (Raw mode: the file carries no chat template, so chat mode
 // would fall back to ChatML, as llama.cpp does.)
-// One more case embeds a MiniLM golden sentence through the package's worker.
+// One more case embeds a MiniLM golden sentence through the package's worker;
+// another panics one of two models and checks the other keeps working.
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -209,6 +210,32 @@ test('embeddings in the browser follow llama.cpp (threaded build in a worker)', 
     });
     const cos = dot / Math.sqrt(na * nb);
     assert.ok(cos >= 0.9999 && diff <= 1e-3, `cosine ${cos}, max abs ${diff}`);
+  } finally {
+    await browser.close();
+  }
+});
+
+test("one model's panic in the browser leaves the other model running", async () => {
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    const got = await page.evaluate(async () => {
+      const { loadModel } = await import('/npm/index.js');
+      const load = () => loadModel('/models/all-MiniLM-L6-v2-f16.gguf', { n_threads: 2 });
+      const [hurt, other] = await Promise.all([load(), load()]);
+      const message = (promise) => promise.then(() => 'resolved', (e) => `${e.constructor.name}: ${e.message}`);
+      const before = (await other.embedding('a sentence to embed')).embedding;
+      const panic = await message(hurt._testPanic('checked failure 42'));
+      const after = await message(hurt.tokenize('hello'));
+      const still = (await other.embedding('a sentence to embed')).embedding;
+      await Promise.all([hurt.release(), other.release()]);
+      return { build: other.build.build, panic, after, same: JSON.stringify(before) === JSON.stringify(still) };
+    });
+    assert.equal(got.build, 'threaded');
+    assert.match(got.panic, /^Error: lamina panicked: checked failure 42 \(at src\/wasm\/mod.rs:\d+\)$/);
+    assert.match(got.after, /^Error: the lamina engine stopped after a panic: checked failure 42/);
+    assert.ok(got.same, 'the other model embeds as before');
   } finally {
     await browser.close();
   }
