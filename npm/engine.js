@@ -99,6 +99,11 @@ function guard(call) {
         poisoned = `after a panic: ${panic}`;
         throw new Error(`lamina panicked: ${panic}`);
       }
+      if (!/unreachable/.test(e.message)) {
+        // Any other trap (an access out of bounds, ...): nothing to explain it.
+        poisoned = `after a trap: ${e.message}`;
+        throw new Error(`lamina trapped: ${e.message}`);
+      }
       // A trap without a panic message: Rust aborts this way when an
       // allocation fails, which in wasm32 means memory ran out.
       const mib = (bytes) => `${Math.round(bytes / 2 ** 20)} MiB`;
@@ -192,6 +197,29 @@ function paramsJson(what, params) {
   });
 }
 
+/**
+ * A string. wasm-bindgen's glue would read another value's length as a
+ * string's and write past its buffer: a trap, not an error.
+ */
+function string(what, value) {
+  if (typeof value !== 'string') throw new TypeError(`${what} must be a string, got ${typeof value}`);
+  return value;
+}
+
+/** An array of strings (rerank's documents). */
+function strings(what, value) {
+  if (!Array.isArray(value)) throw new TypeError(`${what} must be an array of strings`);
+  value.forEach((item, i) => string(`${what}[${i}]`, item));
+  return value;
+}
+
+/** `call`'s array (or typed array) of token ids, each a count. */
+function tokenIds(call, ids) {
+  if (!Array.isArray(ids) && !ArrayBuffer.isView(ids)) throw new TypeError(`${call}: ids must be an array of token ids`);
+  // Uint32Array.from would wrap -1 to 4294967295: each id is checked.
+  return Uint32Array.from(ids, (id, i) => count(`${call}: id ${i}`, id));
+}
+
 /** A whole number from 0 to 2^32 - 1 (what the engine takes as a count). */
 function count(what, value) {
   if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
@@ -283,13 +311,13 @@ export class LlamaContext {
 
   /** `{ tokens }` for `text` (`addSpecial`, `parseSpecial` default true). */
   async tokenize(text, { addSpecial = true, parseSpecial = true } = {}) {
+    string('tokenize: text', text);
     return { tokens: Array.from(guard(() => this.#ctx().tokenize(text, addSpecial, parseSpecial))) };
   }
 
   /** The text of token ids. */
   async detokenize(ids, { special = false } = {}) {
-    // Uint32Array.from would wrap -1 to 4294967295: ids are checked first.
-    const checked = Uint32Array.from(ids, (id, i) => count(`detokenize: id ${i}`, id));
+    const checked = tokenIds('detokenize', ids);
     return guard(() => this.#ctx().detokenize(checked, special));
   }
 
@@ -311,6 +339,7 @@ export class LlamaContext {
    * the default —, >2 p-norm), `truncate`.
    */
   async embedding(text, params = {}) {
+    string('embedding: text', text);
     const json = paramsJson('embedding parameters', params);
     return guard(() => this.#ctx().embedding(text, json));
   }
@@ -321,7 +350,8 @@ export class LlamaContext {
    * (scores through a sigmoid), `truncate`.
    */
   async rerank(query, documents, params = {}) {
-    if (!Array.isArray(documents)) throw new TypeError('rerank: documents must be an array of strings');
+    string('rerank: query', query);
+    strings('rerank: documents', documents);
     const json = paramsJson('rerank parameters', params);
     return guard(() => this.#ctx().rerank(query, documents, json));
   }

@@ -91,7 +91,13 @@ class Connection {
     return new Promise((resolve, reject) => {
       if (this.#pending.size === 0) this.#worker.busy(true);
       this.#pending.set(id, { resolve, reject, ...handlers });
-      this.#worker.post({ id, op, args });
+      try {
+        this.#worker.post({ id, op, args });
+      } catch (e) {
+        // Arguments that cannot be cloned (a function, ...): nothing was sent.
+        this.#settled(id);
+        reject(e);
+      }
     });
   }
 
@@ -199,7 +205,8 @@ export class LlamaContext {
   }
 
   detokenize(ids, options = {}) {
-    return this.#connection.call('detokenize', { ids: Array.from(ids), options });
+    // Checked by the engine in the worker (arrays and typed arrays clone as they are).
+    return this.#connection.call('detokenize', { ids, options });
   }
 
   modelInfo() {
@@ -215,7 +222,7 @@ export class LlamaContext {
   }
 
   rerank(query, documents, params = {}) {
-    return this.#connection.call('rerank', { query, documents: Array.from(documents), params });
+    return this.#connection.call('rerank', { query, documents, params });
   }
 
   bench(pp = 128, tg = 64, reps = 3) {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
+use super::params::parse;
 use super::{js_error, json_to_js, JsStreamLoader};
 use crate::backend::cpu::CpuDevice;
 use crate::chat::ChatMessage;
@@ -94,9 +95,6 @@ struct JsRerankParams {
     truncate: bool,
 }
 
-fn parse<'a, T: Deserialize<'a>>(what: &str, json: &'a str) -> Result<T, JsError> {
-    serde_json::from_str(json).map_err(|e| JsError::new(&format!("{what}: {e}")))
-}
 
 #[wasm_bindgen(js_name = LlamaContext)]
 pub struct JsLlamaContext {

@@ -2,6 +2,7 @@
 //! carrying the engine's message.
 
 mod context;
+mod params;
 
 pub use context::JsLlamaContext;
 use wasm_bindgen::prelude::*;

@@ -111,6 +111,13 @@ test('errors are Errors with the engine message', async () => {
     message: 'invalid argument: the prompt is empty',
   });
   await assert.rejects(ctx.completion({ prompt: 'hi', mirostat: 7 }), /mirostat/);
+  // A value of the wrong type is named with what it must be.
+  await assert.rejects(ctx.completion({ prompt: 'hi', mirostat: 0.5 }), {
+    message: 'completion parameters: mirostat must be a whole number from 0 to 255, got floating point `0.5`',
+  });
+  await assert.rejects(ctx.completion({ prompt: 'hi', top_k: 'x' }), {
+    message: 'completion parameters: top_k must be a whole number from -2147483648 to 2147483647, got string "x"',
+  });
   // Numbers JSON cannot carry are refused by name, not read as "not given".
   await assert.rejects(ctx.completion({ prompt: 'hi', temperature: NaN }), {
     name: 'Error',
@@ -124,6 +131,9 @@ test('errors are Errors with the engine message', async () => {
   await assert.rejects(ctx.bench(8, 0, -1), { name: 'RangeError', message: /bench: reps must be a whole number/ });
   await assert.rejects(ctx.bench(8.5, 4, 1), /bench: pp must be a whole number/);
   await assert.rejects(ctx.detokenize([1, -1]), { name: 'RangeError', message: /detokenize: id 1 must be a whole number/ });
+  await assert.rejects(ctx.detokenize(7), { name: 'TypeError', message: 'detokenize: ids must be an array of token ids' });
+  // Strings are checked too: the glue would read a number's length as a string's.
+  await assert.rejects(ctx.tokenize(42), { name: 'TypeError', message: 'tokenize: text must be a string, got number' });
   await assert.rejects(loadModel(new Uint8Array(await readFile(smollm2)), { n_threads: 0 }), {
     name: 'RangeError',
     message: 'n_threads must be a whole number of at least 1, got 0',
