@@ -256,6 +256,68 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
     assert!(be.add(&mut [0.0; 3], &[1.0; 4]).is_err());
 }
 
+/// A prompt's rows: enough of them (and of values) that two threads split
+/// every row-wise and element-wise op into pieces; each row or value must
+/// still come out as on one thread.
+#[test]
+fn row_ops_split_over_threads_match_the_scalar_backend_bit_for_bit() {
+    let (d, n) = (96, 203);
+    let x = ggml_test_values(41, n * d);
+    let y = ggml_test_values(42, n * d);
+    let w = ggml_test_values(43, d);
+    let b = ggml_test_values(44, d);
+    each_backend("rms_norm", true, d, |be| {
+        let mut out = vec![0.0; n * d];
+        be.rms_norm(&x, &w, 1e-5, &mut out).unwrap();
+        out
+    });
+    each_backend("layer_norm", true, d, |be| {
+        let mut out = x.clone();
+        be.layer_norm(&mut out, &w, &b, 1e-12).unwrap();
+        out
+    });
+    each_backend("add_bias", true, d, |be| {
+        let mut out = x.clone();
+        be.add_bias(&mut out, &b).unwrap();
+        out
+    });
+    each_backend("add", true, d, |be| {
+        let mut out = x.clone();
+        be.add(&mut out, &y).unwrap();
+        out
+    });
+    each_backend("gelu", true, d, |be| {
+        let mut out = x.clone();
+        be.gelu(&mut out).unwrap();
+        out
+    });
+    each_backend("silu_mul", true, d, |be| {
+        let mut out = x.clone();
+        be.silu_mul(&mut out, &y).unwrap();
+        out
+    });
+    each_backend("gelu_mul", true, d, |be| {
+        let mut out = x.clone();
+        be.gelu_mul(&mut out, &y).unwrap();
+        out
+    });
+    let rope = Rope {
+        kind: RopeKind::Neox,
+        head_dim: 32,
+        dim: 32,
+        base: 10000.0,
+        freq_scale: 1.0,
+        freq_factors: None,
+        attn_factor: 1.0,
+    };
+    let pos: Vec<i32> = (0..n as i32).map(|p| p * 3).collect();
+    each_backend("rope", true, d, |be| {
+        let mut out = x.clone();
+        be.rope(&rope, &mut out, &pos).unwrap();
+        out
+    });
+}
+
 #[test]
 fn attention_matches_the_scalar_backend() {
     let (n_head, n_head_kv, hd) = (4, 2, 64);

@@ -11,7 +11,8 @@
 # Without arguments: SmolLM2-135M requantized by lamina (byte-identical to
 # llama-quantize) to Q4_0, Q8_0, Q4_K_M and F16, its Q4_1 original, and
 # Gemma 3 270M Q4_K_M (scripts/fetch-models.sh). Tests: pp128, tg64 and tg64
-# after 1024 cached tokens, at 1 and 2 threads.
+# after 1024 cached tokens, at 1 and 2 threads. Encoders (MiniLM, the
+# reranker: TESTS=pp128) run in the reference with `-embd 1`.
 # Environment: ROUNDS (alternations, default 2), REPS (repetitions per run,
 # default 3), THREADS (default "1 2"), TESTS (default "pp128 tg64 tg64@d1024").
 set -euo pipefail
@@ -61,7 +62,10 @@ run_one() {
   if [ "$tool" = lamina ]; then
     "$lamina" bench -m "$model" -p "$p" -n "$n" -d "$d" -r "$reps" -t "$t" --json 2>/dev/null
   else
-    "$llama_bench" -m "$model" -p "$p" -n "$n" -d "$d" -r "$reps" -t "$t" -o json 2>/dev/null
+    # Encoders (BERT) run in the reference with embeddings on.
+    local embd=()
+    case "$(basename "$model")" in *MiniLM* | *reranker* | *bert*) embd=(-embd 1) ;; esac
+    "$llama_bench" -m "$model" -p "$p" -n "$n" -d "$d" -r "$reps" -t "$t" "${embd[@]}" -o json 2>/dev/null
   fi | samples >>"$tmp/$tool"
 }
 

@@ -95,7 +95,6 @@ struct JsRerankParams {
     truncate: bool,
 }
 
-
 #[wasm_bindgen(js_name = LlamaContext)]
 pub struct JsLlamaContext {
     ctx: Context,

@@ -20,7 +20,9 @@ pub(crate) fn parse<T: DeserializeOwned>(what: &str, json: &str) -> Result<T, Js
             map.into_iter().find_map(|(key, value)| {
                 let nested = value.is_array() || value.is_object();
                 let alone = Value::Object(Map::from_iter([(key.clone(), value)]));
-                serde_json::from_value::<T>(alone).err().map(|e| (key, nested, e))
+                serde_json::from_value::<T>(alone)
+                    .err()
+                    .map(|e| (key, nested, e))
             })
         });
     let message = match culprit {

@@ -164,9 +164,12 @@ impl Backend for CpuBackend {
     fn layer_norm(&mut self, x: &mut [f32], w: &[f32], b: &[f32], eps: f32) -> Result<()> {
         same_len("layer_norm", w.len(), b.len())?;
         rows_of("layer_norm", x.len(), w.len())?;
-        for row in x.chunks_exact_mut(w.len()) {
-            (self.kernels.layer_norm)(row, w, b, eps);
-        }
+        let k = &self.kernels;
+        self.in_row_pieces(x, w.len(), |_, piece| {
+            for row in piece.chunks_exact_mut(w.len()) {
+                (k.layer_norm)(row, w, b, eps);
+            }
+        });
         Ok(())
     }
 
@@ -211,11 +214,13 @@ impl Backend for CpuBackend {
 
     fn add_bias(&mut self, x: &mut [f32], bias: &[f32]) -> Result<()> {
         rows_of("add_bias", x.len(), bias.len())?;
-        for row in x.chunks_exact_mut(bias.len()) {
-            for (o, &b) in row.iter_mut().zip(bias) {
-                *o += b;
+        self.in_row_pieces(x, bias.len(), |_, piece| {
+            for row in piece.chunks_exact_mut(bias.len()) {
+                for (o, &b) in row.iter_mut().zip(bias) {
+                    *o += b;
+                }
             }
-        }
+        });
         Ok(())
     }
 
@@ -229,7 +234,8 @@ impl Backend for CpuBackend {
     }
 
     fn gelu(&mut self, x: &mut [f32]) -> Result<()> {
-        (self.kernels.gelu)(x);
+        let k = &self.kernels;
+        self.in_pieces(x, |_, piece| (k.gelu)(piece));
         Ok(())
     }
 
