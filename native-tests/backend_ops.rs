@@ -194,44 +194,37 @@ fn each_backend(what: &str, exact: bool, width: usize, f: impl Fn(&mut dyn Backe
     }
 }
 
-#[test]
-fn row_ops_match_the_scalar_backend_bit_for_bit() {
-    let d = 96;
-    let n = 5;
-    let x = ggml_test_values(21, n * d);
-    let w = ggml_test_values(22, d);
-    let b = ggml_test_values(23, d);
+/// Every row-wise and element-wise op over `n` rows of `d` values, on every
+/// backend at 1 and 2 threads, against the scalar backend bit for bit, with
+/// RoPE at `positions` (one per row).
+fn row_ops_match(n: usize, d: usize, seed: u64, positions: &[i32]) {
+    let x = ggml_test_values(seed, n * d);
+    let y = ggml_test_values(seed + 1, n * d);
+    let w = ggml_test_values(seed + 2, d);
+    let b = ggml_test_values(seed + 3, d);
     each_backend("rms_norm", true, d, |be| {
         let mut out = vec![0.0; n * d];
         be.rms_norm(&x, &w, 1e-5, &mut out).unwrap();
         out
     });
-    each_backend("layer_norm", true, d, |be| {
-        let mut out = x.clone();
-        be.layer_norm(&mut out, &w, &b, 1e-12).unwrap();
-        out
-    });
-    each_backend("silu_mul", true, d, |be| {
-        let mut g = x.clone();
-        be.silu_mul(&mut g, &x).unwrap();
-        g
-    });
-    // SiLU over its whole range (exp clamped past ±88) and a length that
-    // leaves a remainder for every SIMD width.
-    let wide: Vec<f32> = ggml_test_values(24, 224)[..203]
-        .iter()
-        .map(|v| v * 120.0)
-        .collect();
-    each_backend("silu_mul wide", true, 203, |be| {
-        let mut g = wide.clone();
-        be.silu_mul(&mut g, &x[..203]).unwrap();
-        g
-    });
-    each_backend("gelu", true, d, |be| {
-        let mut g = x.clone();
-        be.gelu(&mut g).unwrap();
-        g
-    });
+    type InPlace = fn(&mut dyn Backend, &mut [f32], &[f32], &[f32], &[f32]);
+    let in_place: [(&str, InPlace); 6] = [
+        ("layer_norm", |be, v, _, w, b| {
+            be.layer_norm(v, w, b, 1e-12).unwrap()
+        }),
+        ("add_bias", |be, v, _, _, b| be.add_bias(v, b).unwrap()),
+        ("add", |be, v, y, _, _| be.add(v, y).unwrap()),
+        ("gelu", |be, v, _, _, _| be.gelu(v).unwrap()),
+        ("silu_mul", |be, v, y, _, _| be.silu_mul(v, y).unwrap()),
+        ("gelu_mul", |be, v, y, _, _| be.gelu_mul(v, y).unwrap()),
+    ];
+    for (name, op) in in_place {
+        each_backend(name, true, d, |be| {
+            let mut out = x.clone();
+            op(be, &mut out, &y, &w, &b);
+            out
+        });
+    }
     for kind in [RopeKind::Normal, RopeKind::Neox] {
         let rope = Rope {
             kind,
@@ -244,11 +237,30 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
         };
         each_backend("rope", true, d, |be| {
             let mut r = x.clone();
-            be.rope(&rope, &mut r, &[0, 1, 7, 300, 4095]).unwrap();
+            be.rope(&rope, &mut r, positions).unwrap();
             r
         });
     }
+}
+
+#[test]
+fn row_ops_match_the_scalar_backend_bit_for_bit() {
+    let (d, n) = (96, 5);
+    row_ops_match(n, d, 21, &[0, 1, 7, 300, 4095]);
+    // SiLU over its whole range (exp clamped past ±88) and a length that
+    // leaves a remainder for every SIMD width.
+    let x = ggml_test_values(21, n * d);
+    let wide: Vec<f32> = ggml_test_values(24, 224)[..203]
+        .iter()
+        .map(|v| v * 120.0)
+        .collect();
+    each_backend("silu_mul wide", true, 203, |be| {
+        let mut g = wide.clone();
+        be.silu_mul(&mut g, &x[..203]).unwrap();
+        g
+    });
     // Wrong shapes are errors.
+    let w = ggml_test_values(22, d);
     let mut be = scalar().create_backend(1).unwrap();
     assert!(be
         .rms_norm(&x, &w[..95], 1e-5, &mut vec![0.0; n * d])
@@ -261,61 +273,9 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
 /// still come out as on one thread.
 #[test]
 fn row_ops_split_over_threads_match_the_scalar_backend_bit_for_bit() {
-    let (d, n) = (96, 203);
-    let x = ggml_test_values(41, n * d);
-    let y = ggml_test_values(42, n * d);
-    let w = ggml_test_values(43, d);
-    let b = ggml_test_values(44, d);
-    each_backend("rms_norm", true, d, |be| {
-        let mut out = vec![0.0; n * d];
-        be.rms_norm(&x, &w, 1e-5, &mut out).unwrap();
-        out
-    });
-    each_backend("layer_norm", true, d, |be| {
-        let mut out = x.clone();
-        be.layer_norm(&mut out, &w, &b, 1e-12).unwrap();
-        out
-    });
-    each_backend("add_bias", true, d, |be| {
-        let mut out = x.clone();
-        be.add_bias(&mut out, &b).unwrap();
-        out
-    });
-    each_backend("add", true, d, |be| {
-        let mut out = x.clone();
-        be.add(&mut out, &y).unwrap();
-        out
-    });
-    each_backend("gelu", true, d, |be| {
-        let mut out = x.clone();
-        be.gelu(&mut out).unwrap();
-        out
-    });
-    each_backend("silu_mul", true, d, |be| {
-        let mut out = x.clone();
-        be.silu_mul(&mut out, &y).unwrap();
-        out
-    });
-    each_backend("gelu_mul", true, d, |be| {
-        let mut out = x.clone();
-        be.gelu_mul(&mut out, &y).unwrap();
-        out
-    });
-    let rope = Rope {
-        kind: RopeKind::Neox,
-        head_dim: 32,
-        dim: 32,
-        base: 10000.0,
-        freq_scale: 1.0,
-        freq_factors: None,
-        attn_factor: 1.0,
-    };
-    let pos: Vec<i32> = (0..n as i32).map(|p| p * 3).collect();
-    each_backend("rope", true, d, |be| {
-        let mut out = x.clone();
-        be.rope(&rope, &mut out, &pos).unwrap();
-        out
-    });
+    let n = 203;
+    let positions: Vec<i32> = (0..n as i32).map(|p| p * 3).collect();
+    row_ops_match(n, 96, 41, &positions);
 }
 
 #[test]
