@@ -80,8 +80,9 @@ fn exact_product(variant: CpuVariant, dtype: DType) -> bool {
         | DType::Q6_K
         | DType::IQ4_NL
         | DType::IQ4_XS => true,
-        // Legacy types: only AVX2 accumulates blocks in float lanes.
-        _ => variant != CpuVariant::Avx2,
+        // Legacy types: only AVX2 (and avx512, which keeps its dots)
+        // accumulates blocks in float lanes.
+        _ => !matches!(variant, CpuVariant::Avx2 | CpuVariant::Avx512),
     }
 }
 

@@ -87,10 +87,10 @@ fn forcing_a_variant() {
     };
     let e = CpuDevice::new(Some(foreign)).err().unwrap();
     assert!(e.to_string().contains("is not built for"), "{e}");
-    let e = CpuDevice::new(Some("avx512")).err().unwrap();
+    let e = CpuDevice::new(Some("avx10")).err().unwrap();
     assert_eq!(
         e.to_string(),
-        "invalid argument: unknown CPU variant 'avx512'; variants are: scalar, avx2, neon, neon-dotprod, neon-i8mm, sve, simd128"
+        "invalid argument: unknown CPU variant 'avx10'; variants are: scalar, avx2, avx512, neon, neon-dotprod, neon-i8mm, sve, simd128"
     );
 }
 

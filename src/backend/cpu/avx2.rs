@@ -479,7 +479,7 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
 /// tile's row indices, the last repeated to fill a short tile; `take`: how
 /// many are real), and stores each real row's eight outputs at
 /// `out[row * stride..]`. The callers have checked that `out` reaches them.
-fn in_tiles_of_four(
+pub(super) fn in_tiles_of_four(
     n: usize,
     out: &mut [f32],
     stride: usize,
@@ -902,7 +902,7 @@ unsafe fn sum_halves(d: __m256i) -> (i32, i32) {
 /// # Safety
 /// The CPU must have avx2, fma and f16c.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn fp16(h: half::f16) -> f32 {
+pub(super) unsafe fn fp16(h: half::f16) -> f32 {
     // A table load: one uop, where F16C's scalar path takes three, two of
     // them on the shuffle port the integer dot products need (ggml does the
     // same on x86). Same value: every f16 is exact in f32.

@@ -1,5 +1,6 @@
 //! What this CPU can do, detected once at run time: aarch64 hwcaps (NEON,
-//! dotprod, i8mm, SVE and its vector length), x86 cpuid (AVX2, FMA, F16C). On
+//! dotprod, i8mm, SVE and its vector length), x86 cpuid (AVX2, FMA, F16C,
+//! AVX-512 F/BW/VL and VNNI). On
 //! wasm32 nothing can be asked at run time: the features are what the module
 //! was compiled with (simd128).
 
@@ -11,6 +12,10 @@ pub enum Feature {
     Avx2,
     Fma,
     F16c,
+    Avx512f,
+    Avx512bw,
+    Avx512vl,
+    Avx512vnni,
     Neon,
     Dotprod,
     I8mm,
@@ -24,6 +29,10 @@ impl Feature {
             Feature::Avx2 => "avx2",
             Feature::Fma => "fma",
             Feature::F16c => "f16c",
+            Feature::Avx512f => "avx512f",
+            Feature::Avx512bw => "avx512bw",
+            Feature::Avx512vl => "avx512vl",
+            Feature::Avx512vnni => "avx512vnni",
             Feature::Neon => "neon",
             Feature::Dotprod => "dotprod",
             Feature::I8mm => "i8mm",
@@ -63,6 +72,22 @@ impl CpuFeatures {
                 (Feature::Avx2, std::arch::is_x86_feature_detected!("avx2")),
                 (Feature::Fma, std::arch::is_x86_feature_detected!("fma")),
                 (Feature::F16c, std::arch::is_x86_feature_detected!("f16c")),
+                (
+                    Feature::Avx512f,
+                    std::arch::is_x86_feature_detected!("avx512f"),
+                ),
+                (
+                    Feature::Avx512bw,
+                    std::arch::is_x86_feature_detected!("avx512bw"),
+                ),
+                (
+                    Feature::Avx512vl,
+                    std::arch::is_x86_feature_detected!("avx512vl"),
+                ),
+                (
+                    Feature::Avx512vnni,
+                    std::arch::is_x86_feature_detected!("avx512vnni"),
+                ),
             ];
             present.extend(checks.iter().filter(|c| c.1).map(|c| c.0));
         }

@@ -178,6 +178,8 @@ impl Kernels {
             CpuVariant::Scalar => scalar,
             #[cfg(target_arch = "x86_64")]
             CpuVariant::Avx2 => super::avx2::kernels(scalar),
+            #[cfg(target_arch = "x86_64")]
+            CpuVariant::Avx512 => super::avx512::kernels(scalar),
             #[cfg(target_arch = "aarch64")]
             CpuVariant::Neon => super::neon::kernels(scalar),
             #[cfg(target_arch = "aarch64")]

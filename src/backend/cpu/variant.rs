@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 pub enum CpuVariant {
     Scalar,
     Avx2,
+    Avx512,
     Neon,
     NeonDotprod,
     NeonI8mm,
@@ -18,9 +19,10 @@ pub enum CpuVariant {
 
 impl CpuVariant {
     /// Every variant, whatever the target.
-    pub const ALL: [CpuVariant; 7] = [
+    pub const ALL: [CpuVariant; 8] = [
         CpuVariant::Scalar,
         CpuVariant::Avx2,
+        CpuVariant::Avx512,
         CpuVariant::Neon,
         CpuVariant::NeonDotprod,
         CpuVariant::NeonI8mm,
@@ -32,6 +34,7 @@ impl CpuVariant {
         match self {
             CpuVariant::Scalar => "scalar",
             CpuVariant::Avx2 => "avx2",
+            CpuVariant::Avx512 => "avx512",
             CpuVariant::Neon => "neon",
             CpuVariant::NeonDotprod => "neon-dotprod",
             CpuVariant::NeonI8mm => "neon-i8mm",
@@ -45,6 +48,15 @@ impl CpuVariant {
         match self {
             CpuVariant::Scalar => &[],
             CpuVariant::Avx2 => &[Feature::Avx2, Feature::Fma, Feature::F16c],
+            CpuVariant::Avx512 => &[
+                Feature::Avx2,
+                Feature::Fma,
+                Feature::F16c,
+                Feature::Avx512f,
+                Feature::Avx512bw,
+                Feature::Avx512vl,
+                Feature::Avx512vnni,
+            ],
             CpuVariant::Neon => &[Feature::Neon],
             CpuVariant::NeonDotprod => &[Feature::Neon, Feature::Dotprod],
             CpuVariant::NeonI8mm => &[Feature::Neon, Feature::Dotprod, Feature::I8mm],
@@ -58,7 +70,7 @@ impl CpuVariant {
     pub fn compiled(self) -> bool {
         match self {
             CpuVariant::Scalar => true,
-            CpuVariant::Avx2 => cfg!(target_arch = "x86_64"),
+            CpuVariant::Avx2 | CpuVariant::Avx512 => cfg!(target_arch = "x86_64"),
             CpuVariant::Neon | CpuVariant::NeonDotprod | CpuVariant::NeonI8mm | CpuVariant::Sve => {
                 cfg!(target_arch = "aarch64")
             }
@@ -96,6 +108,7 @@ impl CpuVariant {
             CpuVariant::NeonI8mm => 30,
             CpuVariant::Sve => 40,
             CpuVariant::Avx2 => 20,
+            CpuVariant::Avx512 => 30,
             CpuVariant::Simd128 => 10,
         }
     }

@@ -24,7 +24,7 @@ mod cli {
     struct Cli {
         #[command(subcommand)]
         command: Command,
-        /// Force a CPU kernel variant (scalar, avx2, neon, neon-dotprod,
+        /// Force a CPU kernel variant (scalar, avx2, avx512, neon, neon-dotprod,
         /// neon-i8mm, sve, simd128); default: LAMINA_CPU_VARIANT, else the best
         /// this CPU supports.
         #[arg(long, global = true, value_name = "NAME")]
