@@ -424,54 +424,23 @@ fn gemm_q5_0_x8(
     });
 }
 fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: only reachable through the table built after detecting
-        // avx2, fma and f16c; every `xs` row is `per_row` blocks long
-        // (sliced above, within the length checked at the top), and `res`
-        // is typed.
-        unsafe {
-            match take {
-                4 => gemm_tile_q4_k_x8::<4>(group, &xs, res),
-                3 => gemm_tile_q4_k_x8::<3>(group, &xs, res),
-                2 => gemm_tile_q4_k_x8::<2>(group, &xs, res),
-                _ => gemm_tile_q4_k_x8::<1>(group, &xs, res),
-            }
-        }
+        // avx2, fma and f16c; `gemm_in_tiles` slices every `xs` row to
+        // `group.len()` blocks, and `res` is typed.
+        unsafe { by_take!(take, gemm_tile_q4_k_x8(group, xs, res)) }
     });
 }
 fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_k_x8`.
-        unsafe {
-            match take {
-                4 => gemm_tile_q6_k_x8::<4>(group, &xs, res),
-                3 => gemm_tile_q6_k_x8::<3>(group, &xs, res),
-                2 => gemm_tile_q6_k_x8::<2>(group, &xs, res),
-                _ => gemm_tile_q6_k_x8::<1>(group, &xs, res),
-            }
-        }
+        unsafe { by_take!(take, gemm_tile_q6_k_x8(group, xs, res)) }
     });
 }
 fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32], stride: usize) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_k_x8`.
-        unsafe {
-            match take {
-                4 => gemm_tile_q8_0_x8::<4>(group, &xs, res),
-                3 => gemm_tile_q8_0_x8::<3>(group, &xs, res),
-                2 => gemm_tile_q8_0_x8::<2>(group, &xs, res),
-                _ => gemm_tile_q8_0_x8::<1>(group, &xs, res),
-            }
-        }
+        unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
     });
 }
 /// Runs `tile(rows, take, res)` over the `n` activation rows four at a
@@ -479,7 +448,7 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
 /// tile's row indices, the last repeated to fill a short tile; `take`: how
 /// many are real), and stores each real row's eight outputs at
 /// `out[row * stride..]`. The callers have checked that `out` reaches them.
-pub(super) fn in_tiles_of_four(
+fn in_tiles_of_four(
     n: usize,
     out: &mut [f32],
     stride: usize,
@@ -496,6 +465,39 @@ pub(super) fn in_tiles_of_four(
         i += take;
     }
 }
+/// A group kernel's common frame: `check_gemm`, then `tile(take, xs, res)`
+/// over the activation rows four at a time (`in_tiles_of_four`), each `xs`
+/// row sliced to the group's length, so a tile may index `group.len()`
+/// blocks of each.
+pub(super) fn gemm_in_tiles<G, Y>(
+    group: &[G],
+    x: &[Y],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut(usize, &[&[Y]; 4], &mut [[f32; 8]; 4]),
+) {
+    super::repack::check_gemm(group, x, n, out, stride, 8);
+    let per_row = group.len();
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        tile(take, &xs, res)
+    });
+}
+
+/// `tile::<A>(args)` for the `take` (1..=4) real rows of a tile.
+macro_rules! by_take {
+    ($take:expr, $tile:ident($($arg:expr),*)) => {
+        match $take {
+            4 => $tile::<4>($($arg),*),
+            3 => $tile::<3>($($arg),*),
+            2 => $tile::<2>($($arg),*),
+            _ => $tile::<1>($($arg),*),
+        }
+    };
+}
+pub(super) use by_take;
+
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);
     // SAFETY: only reachable through the table built after detecting avx2,
@@ -518,21 +520,9 @@ fn gemm_q4_0_x8i8(
     out: &mut [f32],
     stride: usize,
 ) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        // SAFETY: only reachable through the table built after detecting
-        // avx2, fma and f16c; every `xs` row is `per_row` blocks long (sliced
-        // above, within the length checked at the top), and `res` is typed.
-        unsafe {
-            match take {
-                4 => gemm_tile_x8i8::<4>(group, &xs, res),
-                3 => gemm_tile_x8i8::<3>(group, &xs, res),
-                2 => gemm_tile_x8i8::<2>(group, &xs, res),
-                _ => gemm_tile_x8i8::<1>(group, &xs, res),
-            }
-        }
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+        // SAFETY: as in `gemm_q4_k_x8`.
+        unsafe { by_take!(take, gemm_tile_x8i8(group, xs, res)) }
     });
 }
 fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2;
+use super::avx2::{self, by_take};
 use super::kernels::Kernels;
 use super::repack::BlockQ4_0x8;
 use super::repack_q8_0::BlockQ8_0x8;
@@ -45,39 +45,18 @@ fn gemm_q4_0_x8i8(
     out: &mut [f32],
     stride: usize,
 ) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    avx2::in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: only reachable through the table built after detecting
-        // the features (`kernels`); every `xs` row is `per_row` blocks long
-        // (sliced above, within the length checked at the top), and `res`
-        // is typed.
-        unsafe {
-            match take {
-                4 => gemm_tile_q4_0_x8::<4>(group, &xs, res),
-                3 => gemm_tile_q4_0_x8::<3>(group, &xs, res),
-                2 => gemm_tile_q4_0_x8::<2>(group, &xs, res),
-                _ => gemm_tile_q4_0_x8::<1>(group, &xs, res),
-            }
-        }
+        // the features (`kernels`); `gemm_in_tiles` slices every `xs` row
+        // to `group.len()` blocks, and `res` is typed.
+        unsafe { by_take!(take, gemm_tile_q4_0_x8(group, xs, res)) }
     });
 }
 
 fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32], stride: usize) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    avx2::in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_0_x8i8`.
-        unsafe {
-            match take {
-                4 => gemm_tile_q8_0_x8::<4>(group, &xs, res),
-                3 => gemm_tile_q8_0_x8::<3>(group, &xs, res),
-                2 => gemm_tile_q8_0_x8::<2>(group, &xs, res),
-                _ => gemm_tile_q8_0_x8::<1>(group, &xs, res),
-            }
-        }
+        unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
     });
 }
 
