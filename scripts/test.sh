@@ -44,7 +44,10 @@ run() {
 }
 
 # --- native; the expected variant comes from /proc/cpuinfo, not from lamina.
-if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
+has_flags() { for f in "$@"; do grep -qw "$f" /proc/cpuinfo || return 1; done; }
+if has_flags avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni; then
+  native_variant=avx512
+elif has_flags avx2 fma f16c; then
   native_variant=avx2
 else
   native_variant=scalar
