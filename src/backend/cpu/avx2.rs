@@ -448,7 +448,7 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
 /// tile's row indices, the last repeated to fill a short tile; `take`: how
 /// many are real), and stores each real row's eight outputs at
 /// `out[row * stride..]`. The callers have checked that `out` reaches them.
-fn in_tiles_of_four(
+pub(super) fn in_tiles_of_four(
     n: usize,
     out: &mut [f32],
     stride: usize,
@@ -1495,43 +1495,11 @@ unsafe fn gemm_tile_q5_0_x8<const A: usize>(
     sums: &[&[i32]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm256_set1_epi8(0x0F);
-    let fifth = _mm256_set1_epi8(0x10);
-    // Byte t of each 8-byte run tests bit t.
-    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
     let ones = _mm256_set1_epi16(1);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-    // A vector holds 8 bytes of each of four rows; `qh` byte `m` of the
-    // row behind each 8-byte run (the four rows' `qh` in both 128-bit lanes).
-    let spread = |m: i8| {
-        let (a, b, c, d) = (m, 4 + m, 8 + m, 12 + m);
-        _mm256_setr_epi8(
-            a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, c, c, c, c, c, c, c, c, d, d, d, d, d,
-            d, d, d,
-        )
-    };
-    let spreads = [spread(0), spread(1), spread(2), spread(3)];
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        // u[k][half][nibble]: rows 4·half.., values 8k.. (low nibbles) or
-        // 16 + 8k.. (high nibbles).
-        let mut u = [[[_mm256_setzero_si256(); 2]; 2]; 2];
-        for half in 0..2 {
-            let qh =
-                _mm256_broadcastsi128_si256(_mm_loadu_si128(b.qh.as_ptr().add(16 * half).cast()));
-            for (k, u_k) in u.iter_mut().enumerate() {
-                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
-                let high_bit = |m: usize| {
-                    let sel = _mm256_and_si256(_mm256_shuffle_epi8(qh, spreads[m]), bits);
-                    _mm256_and_si256(_mm256_cmpeq_epi8(sel, bits), fifth)
-                };
-                u_k[half][0] = _mm256_or_si256(_mm256_and_si256(q, low_mask), high_bit(k));
-                u_k[half][1] = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask),
-                    high_bit(2 + k),
-                );
-            }
-        }
+        let u = q5_0x8_unsigned(b);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
             let y = &xs[j][bi];
@@ -1565,6 +1533,50 @@ unsafe fn gemm_tile_q5_0_x8<const A: usize>(
     for (j, a) in acc.iter().enumerate() {
         _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
     }
+}
+
+/// A Q5_0 group block's values as unsigned bytes (nibble | fifth bit << 4,
+/// i.e. value + 16): `u[k][half][nibble]` holds rows 4·half..'s values 8k..
+/// (low nibbles) or 16 + 8k.. (high nibbles), 8 bytes per row.
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn q5_0x8_unsigned(b: &BlockQ5_0x8) -> [[[__m256i; 2]; 2]; 2] {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let fifth = _mm256_set1_epi8(0x10);
+    // Byte t of each 8-byte run tests bit t.
+    let bits = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    // A vector holds 8 bytes of each of four rows; `qh` byte `m` of the
+    // row behind each 8-byte run (the four rows' `qh` in both 128-bit lanes).
+    let spread = |m: i8| {
+        let (a, b, c, d) = (m, 4 + m, 8 + m, 12 + m);
+        _mm256_setr_epi8(
+            a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, c, c, c, c, c, c, c, c, d, d, d, d, d,
+            d, d, d,
+        )
+    };
+    let spreads = [spread(0), spread(1), spread(2), spread(3)];
+    // u[k][half][nibble]: rows 4·half.., values 8k.. (low nibbles) or
+    // 16 + 8k.. (high nibbles).
+    let mut u = [[[_mm256_setzero_si256(); 2]; 2]; 2];
+    for half in 0..2 {
+        let qh = _mm256_broadcastsi128_si256(_mm_loadu_si128(b.qh.as_ptr().add(16 * half).cast()));
+        for (k, u_k) in u.iter_mut().enumerate() {
+            let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
+            let high_bit = |m: usize| {
+                let sel = _mm256_and_si256(_mm256_shuffle_epi8(qh, spreads[m]), bits);
+                _mm256_and_si256(_mm256_cmpeq_epi8(sel, bits), fifth)
+            };
+            u_k[half][0] = _mm256_or_si256(_mm256_and_si256(q, low_mask), high_bit(k));
+            u_k[half][1] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask),
+                high_bit(2 + k),
+            );
+        }
+    }
+    u
 }
 
 /// Eight repacked Q4_K rows times `A` (1..=4) activation rows. Per

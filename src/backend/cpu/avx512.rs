@@ -10,6 +10,9 @@ use std::arch::x86_64::*;
 use super::avx2::{self, by_take};
 use super::kernels::Kernels;
 use super::repack::BlockQ4_0x8;
+use super::repack_q4_k::BlockQ4Kx8;
+use super::repack_q5_0::BlockQ5_0x8;
+use super::repack_q6_k::BlockQ6Kx8;
 use super::repack_q8_0::BlockQ8_0x8;
 use crate::tensor::blocks::*;
 
@@ -34,6 +37,10 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
     Kernels {
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
+        gemm_q4_k_x8: Some(gemm_q4_k_x8),
+        gemm_q5_0_x8: Some(gemm_q5_0_x8),
+        gemm_q6_k_x8: Some(gemm_q6_k_x8),
+        tile_f16: Some(tile_f16),
         ..avx2::kernels(base)
     }
 }
@@ -60,11 +67,390 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
     });
 }
 
-/// Eight repacked Q4_0 rows times `A` (1..=4) activation rows. The nibbles
-/// go into `vpdpbusd` as they are (0..15, unsigned), so Σ (q − 8)·a is
-/// Σ q·a − 8·Σ a, with Σ a taken once per activation block (also by
-/// `vpdpbusd`, against bytes of 8). Each row's block sum is exact, and the
-/// float steps are `avx2::gemm_tile_x8i8`'s, so the results equal it.
+fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
+    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+        // SAFETY: as in `gemm_q4_0_x8i8`.
+        unsafe { by_take!(take, gemm_tile_q4_k_x8(group, xs, res)) }
+    });
+}
+
+fn gemm_q5_0_x8(
+    group: &[BlockQ5_0x8],
+    x: &[BlockQ8_0],
+    sums: &[i32],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    super::repack_q5_0::check_group(group, x, sums, n, out, stride);
+    let per_row = group.len();
+    avx2::in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
+        // SAFETY: only reachable through the table built after detecting
+        // the features (`kernels`); every `xs` and `ss` row is `per_row`
+        // long (sliced above, within the lengths checked at the top), and
+        // `res` is typed.
+        unsafe { by_take!(take, gemm_tile_q5_0_x8(group, &xs, &ss, res)) }
+    });
+}
+
+fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
+    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+        // SAFETY: as in `gemm_q4_0_x8i8`.
+        unsafe { by_take!(take, gemm_tile_q6_k_x8(group, xs, res)) }
+    });
+}
+
+fn tile_f16(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    super::scalar::check_tile(&w, &x);
+    // SAFETY: only reachable through the table built after detecting the
+    // features (`kernels`); checked above: every `w` row is as long as the
+    // `x` rows.
+    unsafe { tile_f16_impl(w, x) }
+}
+
+/// Four f16 weight rows times two f32 activation rows, 16 columns per step
+/// (`avx2::tile_f16_impl` at twice the width: each conversion feeds two
+/// FMAs). One accumulator per output, reduced the same way for every
+/// output, so an output does not depend on the other rows of its tile. The
+/// sums are ordered differently from the scalar twin's: the kernel tests
+/// compare them within the f32 rounding of the products' magnitudes.
+///
+/// # Safety
+/// The CPU must have the features `detected` checks. Every row of `w` must
+/// hold at least as many values as the shorter row of `x`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+    let n = x[0].len().min(x[1].len());
+    let mut acc = [[_mm512_setzero_ps(); 2]; 4];
+    let mut i = 0;
+    while i + 16 <= n {
+        let x0 = _mm512_loadu_ps(x[0].as_ptr().add(i));
+        let x1 = _mm512_loadu_ps(x[1].as_ptr().add(i));
+        for r in 0..4 {
+            let wv = _mm512_cvtph_ps(_mm256_loadu_si256(w[r].as_ptr().add(i).cast()));
+            acc[r][0] = _mm512_fmadd_ps(wv, x0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(wv, x1, acc[r][1]);
+        }
+        i += 16;
+    }
+    let mut out = [[0.0f32; 2]; 4];
+    for r in 0..4 {
+        for c in 0..2 {
+            let mut sum = _mm512_reduce_add_ps(acc[r][c]);
+            for j in i..n {
+                sum += w[r][j].to_f32() * x[c][j];
+            }
+            out[r][c] = sum;
+        }
+    }
+    out
+}
+
+/// Eight 8-byte runs of activations starting at `at`: the same run for
+/// each of the eight rows of a 64-byte group vector.
+///
+/// # Safety
+/// The CPU must have avx512f; `at..at + 8` must be within `qs`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn run_of_8(qs: &[i8], at: usize) -> __m512i {
+    debug_assert!(at + 8 <= qs.len());
+    _mm512_set1_epi64(qs.as_ptr().add(at).cast::<i64>().read_unaligned())
+}
+
+/// The sums in the 32-bit lanes (row r, half h) of `v`, added per row: the
+/// eight rows' sums in row order.
+///
+/// # Safety
+/// The CPU must have avx512f.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn add_lane_pairs(v: __m512i) -> __m256i {
+    _mm512_cvtepi64_epi32(_mm512_add_epi32(v, _mm512_srli_epi64(v, 32)))
+}
+
+/// Eight repacked Q4_K rows times `A` (1..=4) activation rows, all eight
+/// rows in one 512-bit vector (the group's 64-byte runs are eight rows × 8
+/// bytes). For each sub-block of 32, four `vpdpbusd` give each (row, half
+/// of the run) lane its 16 nibble × activation products, exactly and within
+/// 16 bits (|sum| <= 16·15·128 < 2^15); `vpdpwssd` against the row's scale
+/// (low 16 bits of a 32-bit lane, the high 16 zero) multiplies and adds it
+/// to the running sum. The integers are `avx2::gemm_tile_q4_k_x8`'s and so
+/// is its float combination, so each result equals it (and `vec_dot`) bit
+/// for bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_0_x8`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_tile_q4_k_x8<const A: usize>(
+    group: &[BlockQ4Kx8],
+    xs: &[&[BlockQ8K]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm512_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        let mut sums = [_mm512_setzero_si512(); A];
+        for c in 0..4 {
+            // w[k][nib]: the eight rows' values 64c + 32·nib + 8k..
+            let w: [[__m512i; 2]; 4] = std::array::from_fn(|k| {
+                let q = _mm512_loadu_si512(b.qs.as_ptr().add(256 * c + 64 * k).cast());
+                [
+                    _mm512_and_si512(q, low_mask),
+                    _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
+                ]
+            });
+            // Row r's scale of sub-blocks 2c and 2c + 1 in both 32-bit
+            // lanes of 64-bit lane r.
+            let scales: [__m512i; 2] = std::array::from_fn(|nib| {
+                let bytes = _mm_loadl_epi64(b.scales.as_ptr().add(8 * (2 * c + nib)).cast());
+                let wide = _mm512_cvtepu8_epi64(bytes);
+                _mm512_or_si512(wide, _mm512_slli_epi64(wide, 32))
+            });
+            for (j, sum) in sums.iter_mut().enumerate() {
+                let qs = &xs[j][bi].qs;
+                for nib in 0..2 {
+                    let mut run = _mm512_setzero_si512();
+                    for (k, w) in w.iter().enumerate() {
+                        run = _mm512_dpbusd_epi32(
+                            run,
+                            w[nib],
+                            run_of_8(qs, 64 * c + 32 * nib + 8 * k),
+                        );
+                    }
+                    *sum = _mm512_dpwssd_epi32(*sum, run, scales[nib]);
+                }
+            }
+        }
+        // mins[p]: each row's (min of sub-block 2p, of 2p + 1) in 16 bits.
+        let mins: [__m256i; 4] = std::array::from_fn(|p| {
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(b.mins.as_ptr().add(16 * p).cast()))
+        });
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        let dmin = _mm256_cvtph_ps(_mm_loadu_si128(b.dmin.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            let dots = add_lane_pairs(sums[j]);
+            // Σ min × (sum of the sub-block's activations), the sub-block
+            // sums as 16-bit pairs (s = 2p, 2p + 1) in every 32-bit lane.
+            let bsums = _mm_hadd_epi16(
+                _mm_loadu_si128(y.bsums.as_ptr().cast()),
+                _mm_loadu_si128(y.bsums.as_ptr().add(8).cast()),
+            );
+            let bsums = _mm256_broadcastsi128_si256(bsums);
+            let mut min_sums = _mm256_setzero_si256();
+            for (p, mins) in mins.iter().enumerate() {
+                let pair = _mm256_permutevar8x32_epi32(bsums, _mm256_set1_epi32(p as i32));
+                min_sums = _mm256_dpwssd_epi32(min_sums, *mins, pair);
+            }
+            let yd = _mm256_set1_ps(y.d);
+            let scaled = _mm256_sub_ps(
+                _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(dots)),
+                _mm256_mul_ps(_mm256_mul_ps(dmin, yd), _mm256_cvtepi32_ps(min_sums)),
+            );
+            *a = _mm256_add_ps(*a, scaled);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q5_0 rows times `A` (1..=4) activation rows, all eight
+/// rows in one 512-bit vector. Each weight block is decoded once for all of
+/// them to unsigned values (nibble | fifth bit << 4, i.e. value + 16); four
+/// `vpdpbusd` give each (row, half of the run) lane its products, and 16 ×
+/// the activation block's sum comes off after. Exact block sums and
+/// `avx2::gemm_tile_q5_0_x8`'s float steps, so the results equal it bit for
+/// bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_0_x8`, and each of the first `A` rows of `sums` at
+/// least `group.len()` long.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_tile_q5_0_x8<const A: usize>(
+    group: &[BlockQ5_0x8],
+    xs: &[&[BlockQ8_0]; 4],
+    sums: &[&[i32]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm512_set1_epi8(0x0F);
+    let fifth = _mm512_set1_epi8(0x10);
+    // Byte t of each 8-byte run tests bit t.
+    let bits = _mm512_set1_epi64(0x8040_2010_0804_0201u64 as i64);
+    // Each 128-bit lane gets the `qh` bytes of its two rows (2L, 2L + 1).
+    let pair_rows = _mm512_setr_epi64(0, 0, 1, 1, 2, 2, 3, 3);
+    // Byte m of the `qh` of the row behind each 8-byte run of a lane.
+    let spread = |m: i8| {
+        let (a, b) = (m, 4 + m);
+        _mm512_set_epi8(
+            b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, a, a, a, a, a,
+            a, a, a, b, b, b, b, b, b, b, b, a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b, a, a,
+            a, a, a, a, a, a,
+        )
+    };
+    let spreads = [spread(0), spread(1), spread(2), spread(3)];
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        let qh = _mm512_permutexvar_epi64(
+            pair_rows,
+            _mm512_castsi256_si512(_mm256_loadu_si256(b.qh.as_ptr().cast())),
+        );
+        // u[k][nib]: the eight rows' values 16·nib + 8k.., plus 16.
+        let u: [[__m512i; 2]; 2] = std::array::from_fn(|k| {
+            let q = _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast());
+            let nibbles = [
+                _mm512_and_si512(q, low_mask),
+                _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
+            ];
+            std::array::from_fn(|nib| {
+                let set =
+                    _mm512_test_epi8_mask(_mm512_shuffle_epi8(qh, spreads[2 * nib + k]), bits);
+                _mm512_mask_add_epi8(nibbles[nib], set, nibbles[nib], fifth)
+            })
+        });
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            let mut sum = _mm512_setzero_si512();
+            for (k, u) in u.iter().enumerate() {
+                for (nib, u) in u.iter().enumerate() {
+                    sum = _mm512_dpbusd_epi32(sum, *u, run_of_8(&y.qs, 16 * nib + 8 * k));
+                }
+            }
+            let rows = _mm256_sub_epi32(add_lane_pairs(sum), _mm256_set1_epi32(16 * sums[j][bi]));
+            let d = _mm256_mul_ps(dw, _mm256_set1_ps(avx2::fp16(y.d)));
+            *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), d, *a);
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q6_K rows times `A` (1..=4) activation rows, all eight
+/// rows in one 512-bit vector. The unsigned six-bit values are decoded per
+/// half super-block for all `A` rows; per sub-block of 16, two `maddubs`
+/// summed in 16 bits (|sum| <= 2·2·63·128 < 2^15) meet the rows' signed
+/// scales in `vpdpwssd`, and 32 × Σ scale × (Q8_K's 16-sums) comes off
+/// after. (`vpdpbusd` would sum 8 products per lane, which can pass 16 bits
+/// and so cannot meet the scales in `vpdpwssd`.) Integers and float steps
+/// are `avx2::gemm_tile_q6_k_x8`'s, so each result equals it bit for bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_0_x8`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_tile_q6_k_x8<const A: usize>(
+    group: &[BlockQ6Kx8],
+    xs: &[&[BlockQ8K]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm512_set1_epi8(0x0F);
+    let high_mask = _mm512_set1_epi8(0x30);
+    // From the 16 scale bytes of a sub-block pair (row r's at 2r + t, t the
+    // sub-block's parity), broadcast to every 128-bit lane, row r's scale to
+    // the high byte of its four 16-bit lanes (128-bit lane L holds rows 2L
+    // and 2L + 1); an arithmetic shift then sign-extends it.
+    let z = -128i8; // a pshufb index that writes zero
+    let widen = |t: i8| {
+        let mut idx = [z; 64];
+        for (i, v) in idx.iter_mut().enumerate() {
+            if i % 2 == 1 {
+                let row = (i / 8) as i8;
+                *v = 2 * row + t;
+            }
+        }
+        _mm512_loadu_si512(idx.as_ptr().cast())
+    };
+    let widen_scale = [widen(0), widen(1)];
+    let mut acc = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        let mut sums = [_mm512_setzero_si512(); A];
+        for h in 0..2 {
+            // w[k][nib]: the eight rows' values 128h + 64·nib + 8k..
+            let mut w = [[_mm512_setzero_si512(); 2]; 8];
+            for k in 0..4 {
+                let qh = _mm512_loadu_si512(b.qh.as_ptr().add(256 * h + 64 * k).cast());
+                // The pair of bits 2i of byte l is value l + 32i's: i = 0, 2
+                // for the nibbles of ql chunk k, 1, 3 for k + 4.
+                let pairs = [
+                    [_mm512_slli_epi16(qh, 4), qh],
+                    [_mm512_slli_epi16(qh, 2), _mm512_srli_epi16(qh, 2)],
+                ];
+                for (kk, pairs) in [k, k + 4].into_iter().zip(pairs) {
+                    let ql = _mm512_loadu_si512(b.ql.as_ptr().add(512 * h + 64 * kk).cast());
+                    let nibbles = [
+                        _mm512_and_si512(ql, low_mask),
+                        _mm512_and_si512(_mm512_srli_epi16(ql, 4), low_mask),
+                    ];
+                    for nib in 0..2 {
+                        w[kk][nib] =
+                            _mm512_or_si512(nibbles[nib], _mm512_and_si512(pairs[nib], high_mask));
+                    }
+                }
+            }
+            // scales[nib][m]: sub-block 8h + 4·nib + m's scales per 16-bit
+            // lane.
+            let scales: [[__m512i; 4]; 2] = std::array::from_fn(|nib| {
+                std::array::from_fn(|m| {
+                    let s = 8 * h + 4 * nib + m;
+                    let bytes = _mm_loadu_si128(b.scales.as_ptr().add(16 * (s / 2)).cast());
+                    let v = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(bytes), widen_scale[s % 2]);
+                    _mm512_srai_epi16(v, 8)
+                })
+            });
+            for (j, sum) in sums.iter_mut().enumerate() {
+                let qs = &xs[j][bi].qs;
+                for nib in 0..2 {
+                    for m in 0..4 {
+                        // Sub-block s: values 128h + 64·nib + 16m.., the
+                        // chunks k = 2m, 2m + 1.
+                        let at = 16 * (8 * h + 4 * nib + m);
+                        let p = _mm512_add_epi16(
+                            _mm512_maddubs_epi16(w[2 * m][nib], run_of_8(qs, at)),
+                            _mm512_maddubs_epi16(w[2 * m + 1][nib], run_of_8(qs, at + 8)),
+                        );
+                        *sum = _mm512_dpwssd_epi32(*sum, p, scales[nib][m]);
+                    }
+                }
+            }
+        }
+        // Each row's (scale of sub-block 2p, of 2p + 1) in 16 bits.
+        let pair_scales: [__m256i; 8] = std::array::from_fn(|p| {
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(b.scales.as_ptr().add(16 * p).cast()))
+        });
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let y = &xs[j][bi];
+            // Σ scale × (sub-block activation sum), per row.
+            let mut runs = _mm256_setzero_si256();
+            for (p, scales) in pair_scales.iter().enumerate() {
+                let bsums = y.bsums.as_ptr().add(2 * p).cast::<i32>().read_unaligned();
+                runs = _mm256_dpwssd_epi32(runs, *scales, _mm256_set1_epi32(bsums));
+            }
+            let dots = _mm256_sub_epi32(add_lane_pairs(sums[j]), _mm256_slli_epi32(runs, 5));
+            let yd = _mm256_set1_ps(y.d);
+            *a = _mm256_add_ps(
+                *a,
+                _mm256_mul_ps(_mm256_mul_ps(d, yd), _mm256_cvtepi32_ps(dots)),
+            );
+        }
+    }
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q4_0 rows times `A` (1..=4) activation rows, all eight
+/// rows in one 512-bit vector. `vpdpbusd` wants one operand unsigned: here
+/// the activations, moved up by 128 (a sign-bit flip), against the signed
+/// weights q − 8. So each lane sums (a + 128)·(q − 8), and 128 × Σ (q − 8),
+/// which depends on the weights alone, is taken once per group block (the
+/// lanes start from its negation). Each row's block sum is exact (16
+/// products of at most 255·8 per lane), and the float steps are
+/// `avx2::gemm_tile_x8i8`'s, so the results equal it bit for bit.
 ///
 /// # Safety
 /// The CPU must have the features `detected` checks. `A` must be 1..=4 and
@@ -75,50 +461,38 @@ unsafe fn gemm_tile_q4_0_x8<const A: usize>(
     xs: &[&[BlockQ8_0]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm256_set1_epi8(0x0F);
-    let eights = _mm256_set1_epi8(8);
-    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let low_mask = _mm512_set1_epi8(0x0F);
+    let eights = _mm512_set1_epi8(8);
+    let flip = _mm512_set1_epi8(-128);
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        let mut sums = [[_mm256_setzero_si256(); 2]; A];
-        // 8 · Σ a over the block, in every lane (the 32 values in four
-        // 8-byte broadcasts: each lane sees 4 of every 8, so the lanes of
-        // one 64-bit pair add to 8 · Σ a; `hadd` below pairs them).
-        let mut offsets = [_mm256_setzero_si256(); A];
-        for k in 0..2 {
-            for half in 0..2 {
-                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
-                let lo = _mm256_and_si256(q, low_mask);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
-                for (j, sum) in sums.iter_mut().enumerate() {
-                    let y = &xs[j][bi];
-                    let ylo =
-                        _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
-                    let yhi = _mm256_set1_epi64x(
-                        y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
-                    );
-                    sum[half] =
-                        _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(sum[half], lo, ylo), hi, yhi);
-                    if half == 0 {
-                        offsets[j] = _mm256_dpbusd_epi32(
-                            _mm256_dpbusd_epi32(offsets[j], eights, ylo),
-                            eights,
-                            yhi,
-                        );
-                    }
-                }
-            }
+        // w[k][nib]: the eight rows' values 16·nib + 8k.., less 8.
+        let w: [[__m512i; 2]; 2] = std::array::from_fn(|k| {
+            let q = _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast());
+            [
+                _mm512_sub_epi8(_mm512_and_si512(q, low_mask), eights),
+                _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask), eights),
+            ]
+        });
+        // −128 × Σ (q − 8) per lane: 0 − Σ 128·(q − 8) = Σ 128·(8 − q).
+        let mut start = _mm512_setzero_si512();
+        for w in w.iter().flatten() {
+            start = _mm512_dpbusd_epi32(start, flip, _mm512_sub_epi8(_mm512_setzero_si512(), *w));
         }
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
-            let raw = _mm256_hadd_epi32(sums[j][0], sums[j][1]);
-            // Every lane of `offsets` holds 8 · (4 of every 8 values): the
-            // pair sum `hadd` forms is 8 · Σ a for the block.
-            let offset = _mm256_hadd_epi32(offsets[j], offsets[j]);
-            let rows = _mm256_permutevar8x32_epi32(_mm256_sub_epi32(raw, offset), order);
+            let y = &xs[j][bi];
+            let mut sum = start;
+            for (k, w) in w.iter().enumerate() {
+                for (nib, w) in w.iter().enumerate() {
+                    let ya = _mm512_xor_si512(run_of_8(&y.qs, 16 * nib + 8 * k), flip);
+                    sum = _mm512_dpbusd_epi32(sum, ya, *w);
+                }
+            }
+            let rows = add_lane_pairs(sum);
             let scaled = _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
-                _mm256_set1_ps(avx2::fp16(xs[j][bi].d)),
+                _mm256_set1_ps(avx2::fp16(y.d)),
             );
             *a = _mm256_add_ps(*a, scaled);
         }
@@ -128,10 +502,12 @@ unsafe fn gemm_tile_q4_0_x8<const A: usize>(
     }
 }
 
-/// Eight repacked Q8_0 rows times `A` (1..=4) activation rows: the weights'
-/// magnitudes (<= 128, unsigned) against the activations with the weights'
-/// signs, four products per lane summed by `vpdpbusd`. Exact block sums and
-/// `avx2::gemm_tile_q8_0_x8`'s float steps, so the results equal it.
+/// Eight repacked Q8_0 rows times `A` (1..=4) activation rows, all eight
+/// rows in one 512-bit vector: the weights' magnitudes (<= 128, unsigned)
+/// against the activations negated where the weight is negative (a masked
+/// subtraction: AVX-512 has no `vpsignb`), four products per lane summed by
+/// `vpdpbusd`. Exact block sums and `avx2::gemm_tile_q8_0_x8`'s float
+/// steps, so the results equal it.
 ///
 /// # Safety
 /// As `gemm_tile_q4_0_x8`.
@@ -141,32 +517,24 @@ unsafe fn gemm_tile_q8_0_x8<const A: usize>(
     xs: &[&[BlockQ8_0]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let zero = _mm512_setzero_si512();
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        // w[k][half]: rows 4·half.., values 8k..8k + 8.
-        let w: [[__m256i; 2]; 4] = std::array::from_fn(|k| {
-            std::array::from_fn(|half| {
-                _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast())
-            })
-        });
-        let magnitudes = w.map(|pair| pair.map(|v| _mm256_abs_epi8(v)));
+        // w[k]: the eight rows' values 8k..8k + 8.
+        let w: [__m512i; 4] =
+            std::array::from_fn(|k| _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast()));
+        let magnitudes = w.map(|v| _mm512_abs_epi8(v));
+        let negative = w.map(|v| _mm512_movepi8_mask(v));
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
             let y = &xs[j][bi];
-            let mut sums = [_mm256_setzero_si256(); 2];
+            let mut sum = _mm512_setzero_si512();
             for k in 0..4 {
-                let ya =
-                    _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
-                for (half, sum) in sums.iter_mut().enumerate() {
-                    *sum = _mm256_dpbusd_epi32(
-                        *sum,
-                        magnitudes[k][half],
-                        _mm256_sign_epi8(ya, w[k][half]),
-                    );
-                }
+                let ya = run_of_8(&y.qs, 8 * k);
+                let signed = _mm512_mask_sub_epi8(ya, negative[k], zero, ya);
+                sum = _mm512_dpbusd_epi32(sum, magnitudes[k], signed);
             }
-            let rows = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[0], sums[1]), order);
+            let rows = add_lane_pairs(sum);
             let scale = _mm256_mul_ps(dw, _mm256_set1_ps(avx2::fp16(y.d)));
             *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), scale, *a);
         }
