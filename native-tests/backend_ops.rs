@@ -80,9 +80,12 @@ fn exact_product(variant: CpuVariant, dtype: DType) -> bool {
         | DType::Q6_K
         | DType::IQ4_NL
         | DType::IQ4_XS => true,
-        // Legacy types: only AVX2 (and avx512, which keeps its dots)
+        // Legacy types: only AVX2 (and avx-vnni and avx512, which keep its dots)
         // accumulates blocks in float lanes.
-        _ => !matches!(variant, CpuVariant::Avx2 | CpuVariant::Avx512),
+        _ => !matches!(
+            variant,
+            CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512
+        ),
     }
 }
 

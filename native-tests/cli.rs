@@ -167,6 +167,7 @@ fn devices_reports_the_selected_variant() {
         [
             "scalar",
             "avx2",
+            "avx-vnni",
             "avx512",
             "neon",
             "neon-dotprod",

@@ -41,12 +41,14 @@ fn quantized<B: Block + Copy>(x: &[f32], f: fn(&[f32], &mut [B])) -> Vec<B> {
 }
 
 /// Kernels that combine blocks in the scalar order and so must equal the scalar
-/// result exactly: all but AVX2's legacy-type dots (which the avx512 variant
-/// keeps), which accumulate in float lanes (its k-quant and IQ4 kernels share
+/// result exactly: all but AVX2's legacy-type dots (which the avx-vnni and
+/// avx512 variants keep), which accumulate in float lanes (its k-quant and IQ4 kernels share
 /// the scalar combination code).
 fn exact(variant: CpuVariant, kernel: &str) -> bool {
-    !matches!(variant, CpuVariant::Avx2 | CpuVariant::Avx512)
-        || kernel.contains("_K")
+    !matches!(
+        variant,
+        CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512
+    ) || kernel.contains("_K")
         || kernel.starts_with("iq4")
 }
 

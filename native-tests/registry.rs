@@ -90,7 +90,7 @@ fn forcing_a_variant() {
     let e = CpuDevice::new(Some("avx10")).err().unwrap();
     assert_eq!(
         e.to_string(),
-        "invalid argument: unknown CPU variant 'avx10'; variants are: scalar, avx2, avx512, neon, neon-dotprod, neon-i8mm, sve, simd128"
+        "invalid argument: unknown CPU variant 'avx10'; variants are: scalar, avx2, avx-vnni, avx512, neon, neon-dotprod, neon-i8mm, sve, simd128"
     );
 }
 

@@ -128,6 +128,8 @@ fn layout_choice_follows_llama_cpp() {
     );
     let avx512 = [Avx2, Fma, F16c, Avx512f, Avx512bw, Avx512vl, Avx512vnni];
     assert_eq!(layout(CpuVariant::Avx512, &cpu(&avx512, 0)), Some(X8I8));
+    let avx_vnni = [Avx2, Fma, F16c, AvxVnni];
+    assert_eq!(layout(CpuVariant::AvxVnni, &cpu(&avx_vnni, 0)), Some(X8I8));
     let arm = [Neon, Dotprod, I8mm, Sve];
     assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 32)), Some(X8I8));
     assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 16)), Some(X4I8));

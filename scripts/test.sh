@@ -47,6 +47,8 @@ run() {
 has_flags() { for f in "$@"; do grep -qw "$f" /proc/cpuinfo || return 1; done; }
 if has_flags avx2 fma f16c avx512f avx512bw avx512vl avx512_vnni; then
   native_variant=avx512
+elif has_flags avx2 fma f16c avx_vnni; then
+  native_variant=avx-vnni
 elif has_flags avx2 fma f16c; then
   native_variant=avx2
 else

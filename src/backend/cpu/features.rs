@@ -1,6 +1,6 @@
 //! What this CPU can do, detected once at run time: aarch64 hwcaps (NEON,
 //! dotprod, i8mm, SVE and its vector length), x86 cpuid (AVX2, FMA, F16C,
-//! AVX-512 F/BW/VL and VNNI). On
+//! AVX-512 F/BW/VL and VNNI, AVX-VNNI). On
 //! wasm32 nothing can be asked at run time: the features are what the module
 //! was compiled with (simd128).
 
@@ -16,6 +16,7 @@ pub enum Feature {
     Avx512bw,
     Avx512vl,
     Avx512vnni,
+    AvxVnni,
     Neon,
     Dotprod,
     I8mm,
@@ -33,6 +34,7 @@ impl Feature {
             Feature::Avx512bw => "avx512bw",
             Feature::Avx512vl => "avx512vl",
             Feature::Avx512vnni => "avx512vnni",
+            Feature::AvxVnni => "avxvnni",
             Feature::Neon => "neon",
             Feature::Dotprod => "dotprod",
             Feature::I8mm => "i8mm",
@@ -87,6 +89,10 @@ impl CpuFeatures {
                 (
                     Feature::Avx512vnni,
                     std::arch::is_x86_feature_detected!("avx512vnni"),
+                ),
+                (
+                    Feature::AvxVnni,
+                    std::arch::is_x86_feature_detected!("avxvnni"),
                 ),
             ];
             present.extend(checks.iter().filter(|c| c.1).map(|c| c.0));

@@ -179,6 +179,8 @@ impl Kernels {
             #[cfg(target_arch = "x86_64")]
             CpuVariant::Avx2 => super::avx2::kernels(scalar),
             #[cfg(target_arch = "x86_64")]
+            CpuVariant::AvxVnni => super::avxvnni::kernels(scalar),
+            #[cfg(target_arch = "x86_64")]
             CpuVariant::Avx512 => super::avx512::kernels(scalar),
             #[cfg(target_arch = "aarch64")]
             CpuVariant::Neon => super::neon::kernels(scalar),

@@ -24,6 +24,8 @@ pub mod variant;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avxvnni;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "wasm32")]

@@ -57,7 +57,7 @@ impl RepackLayout {
     pub fn for_variant(variant: CpuVariant, features: &CpuFeatures) -> Option<RepackLayout> {
         let has = |f| features.has(f);
         match variant {
-            CpuVariant::Avx2 | CpuVariant::Avx512 => Some(RepackLayout::X8I8),
+            CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512 => Some(RepackLayout::X8I8),
             CpuVariant::Sve if features.sve_bytes == 32 => Some(RepackLayout::X8I8),
             CpuVariant::Sve if has(Feature::I8mm) && has(Feature::Dotprod) => {
                 Some(RepackLayout::X4I8)

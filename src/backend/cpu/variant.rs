@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 pub enum CpuVariant {
     Scalar,
     Avx2,
+    AvxVnni,
     Avx512,
     Neon,
     NeonDotprod,
@@ -19,9 +20,10 @@ pub enum CpuVariant {
 
 impl CpuVariant {
     /// Every variant, whatever the target.
-    pub const ALL: [CpuVariant; 8] = [
+    pub const ALL: [CpuVariant; 9] = [
         CpuVariant::Scalar,
         CpuVariant::Avx2,
+        CpuVariant::AvxVnni,
         CpuVariant::Avx512,
         CpuVariant::Neon,
         CpuVariant::NeonDotprod,
@@ -34,6 +36,7 @@ impl CpuVariant {
         match self {
             CpuVariant::Scalar => "scalar",
             CpuVariant::Avx2 => "avx2",
+            CpuVariant::AvxVnni => "avx-vnni",
             CpuVariant::Avx512 => "avx512",
             CpuVariant::Neon => "neon",
             CpuVariant::NeonDotprod => "neon-dotprod",
@@ -48,6 +51,7 @@ impl CpuVariant {
         match self {
             CpuVariant::Scalar => &[],
             CpuVariant::Avx2 => &[Feature::Avx2, Feature::Fma, Feature::F16c],
+            CpuVariant::AvxVnni => &[Feature::Avx2, Feature::Fma, Feature::F16c, Feature::AvxVnni],
             CpuVariant::Avx512 => &[
                 Feature::Avx2,
                 Feature::Fma,
@@ -70,7 +74,9 @@ impl CpuVariant {
     pub fn compiled(self) -> bool {
         match self {
             CpuVariant::Scalar => true,
-            CpuVariant::Avx2 | CpuVariant::Avx512 => cfg!(target_arch = "x86_64"),
+            CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512 => {
+                cfg!(target_arch = "x86_64")
+            }
             CpuVariant::Neon | CpuVariant::NeonDotprod | CpuVariant::NeonI8mm | CpuVariant::Sve => {
                 cfg!(target_arch = "aarch64")
             }
@@ -108,6 +114,7 @@ impl CpuVariant {
             CpuVariant::NeonI8mm => 30,
             CpuVariant::Sve => 40,
             CpuVariant::Avx2 => 20,
+            CpuVariant::AvxVnni => 25,
             CpuVariant::Avx512 => 30,
             CpuVariant::Simd128 => 10,
         }

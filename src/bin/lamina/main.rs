@@ -24,7 +24,7 @@ mod cli {
     struct Cli {
         #[command(subcommand)]
         command: Command,
-        /// Force a CPU kernel variant (scalar, avx2, avx512, neon, neon-dotprod,
+        /// Force a CPU kernel variant (scalar, avx2, avx-vnni, avx512, neon, neon-dotprod,
         /// neon-i8mm, sve, simd128); default: LAMINA_CPU_VARIANT, else the best
         /// this CPU supports.
         #[arg(long, global = true, value_name = "NAME")]
@@ -284,7 +284,7 @@ mod cli {
         kernel: Option<&str>,
         json: bool,
     ) -> lamina::Result<()> {
-        if cols == 0 || cols % 256 != 0 || rows == 0 {
+        if cols == 0 || !cols.is_multiple_of(256) || rows == 0 {
             return Err(lamina::Error::InvalidArgument(format!(
                 "--cols must be a positive multiple of 256 and --rows positive (got {rows} x {cols})"
             )));
