@@ -508,6 +508,28 @@ fn attention_row_kernels_equal_their_twins() {
             let mut got32 = start.to_vec();
             (k.axpy_f32)(0.37, v, &mut got32);
             assert_eq!(bits(&got32), bits(&want32), "axpy_f32 {variant} hd {hd}");
+            // f32 rows (BERT's attention): each score the variant's own
+            // `vec_dot_f32`, the weighted sum the twin's bit for bit.
+            if let Some(scores_f32) = k.scores_f32 {
+                let mut scores = vec![0.0f32; cells.len()];
+                scores_f32(&rows_f, stride, offset, &cells, &q, &mut scores);
+                for (j, &c) in cells.iter().enumerate() {
+                    let row = &rows_f[c as usize * stride + offset..][..hd];
+                    let want = (k.vec_dot_f32)(row, &q);
+                    assert_eq!(
+                        scores[j].to_bits(),
+                        want.to_bits(),
+                        "scores_f32 {variant} hd {hd}"
+                    );
+                }
+            }
+            if let Some(wsum_f32) = k.wsum_f32 {
+                let mut want = vec![0.0f32; hd];
+                rows::wsum_f32(&rows_f, stride, offset, &cells, &p, &mut want);
+                let mut got = vec![f32::NAN; hd];
+                wsum_f32(&rows_f, stride, offset, &cells, &p, &mut got);
+                assert_eq!(bits(&got), bits(&want), "wsum_f32 {variant} hd {hd}");
+            }
         }
     }
 }
@@ -538,5 +560,17 @@ fn attention_row_kernels_check_their_rows() {
             (k.wsum_f16)(&cache, 16, 1, &[3], &[1.0], &mut out);
         });
         assert!(past.is_err(), "{variant}: wsum_f16 read past the cache");
+        let cache = vec![0.0f32; 64];
+        if let Some(scores_f32) = k.scores_f32 {
+            scores_f32(&cache, 16, 0, &[3], &q, &mut [0.0]);
+            let past = std::panic::catch_unwind(|| scores_f32(&cache, 16, 0, &[4], &q, &mut [0.0]));
+            assert!(past.is_err(), "{variant}: scores_f32 read past the cache");
+        }
+        if let Some(wsum_f32) = k.wsum_f32 {
+            wsum_f32(&cache, 16, 0, &[3], &[1.0], &mut [0.0; 16]);
+            let past =
+                std::panic::catch_unwind(|| wsum_f32(&cache, 16, 1, &[3], &[1.0], &mut [0.0; 16]));
+            assert!(past.is_err(), "{variant}: wsum_f32 read past the cache");
+        }
     }
 }

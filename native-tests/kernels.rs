@@ -545,58 +545,83 @@ fn vec_dot_f32_and_f16() {
 }
 
 #[test]
-fn f16_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
+fn float_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
     let mut rng = Rng::new(5);
-    let half_of =
-        |v: Vec<f32>| -> Vec<half::f16> { v.iter().map(|&x| half::f16::from_f32(x)).collect() };
+    // Values as the matmul passes them: f16 weights widened, activations
+    // rounded to f16 (so every product is exact); `n` of them (the
+    // generator gives whole blocks of 32), so the tails are exercised.
+    let f16_values = |rng: &mut Rng, n: usize| -> Vec<f32> {
+        random_values(rng, n.div_ceil(32) * 32)[..n]
+            .iter()
+            .map(|&x| half::f16::from_f32(x).to_f32())
+            .collect()
+    };
     let mut checked = 0;
     for (variant, k) in variants() {
-        let Some(tile) = k.tile_f16 else { continue };
-        for n in [1usize, 7, 8, 9, 31, 64, 384, 1000] {
-            let w: Vec<Vec<half::f16>> = (0..4)
-                .map(|_| half_of(random_values(&mut rng, n)))
-                .collect();
-            // Activations hold f16 values, as the products give them.
-            let x: Vec<Vec<f32>> = (0..2)
-                .map(|_| {
-                    half_of(random_values(&mut rng, n))
-                        .iter()
-                        .map(|h| h.to_f32())
-                        .collect()
-                })
-                .collect();
+        let Some(tile) = k.tile_f32 else { continue };
+        for cols in [1usize, 7, 8, 9, 16, 31, 64, 384, 1000] {
+            let w: Vec<Vec<f32>> = (0..4).map(|_| f16_values(&mut rng, cols)).collect();
             let wr = [&w[0][..], &w[1][..], &w[2][..], &w[3][..]];
-            let got = tile(wr, [&x[0], &x[1]]);
-            let want = lamina::backend::cpu::scalar::tile_f16(wr, [&x[0], &x[1]]);
-            for r in 0..4 {
-                for c in 0..2 {
-                    let mag: f32 = w[r]
-                        .iter()
-                        .zip(&x[c])
-                        .map(|(a, b)| (a.to_f32() * b).abs())
-                        .sum();
-                    assert_close(
-                        &format!("tile_f16 {variant} n={n} [{r}][{c}]"),
-                        got[r][c],
-                        want[r][c],
-                        mag,
-                        n,
-                    );
+            // Every activation row count up to two of the widest tiles and
+            // a bit, and every count of stored weight rows.
+            for n in 1..=14 {
+                let x = f16_values(&mut rng, n * cols);
+                let stride = 5;
+                for store in 1..=4 {
+                    let mut got = vec![f32::NAN; n * stride];
+                    tile(wr, &x, &mut got, stride, store);
+                    let mut want = vec![f32::NAN; n * stride];
+                    lamina::backend::cpu::scalar::tile_f32(wr, &x, &mut want, stride, store);
+                    for i in 0..n {
+                        let xi = &x[i * cols..(i + 1) * cols];
+                        for r in 0..stride {
+                            let (g, v) = (got[i * stride + r], want[i * stride + r]);
+                            if r >= store {
+                                assert!(g.is_nan(), "{variant}: stored past {store} rows");
+                                continue;
+                            }
+                            let mag: f32 = w[r].iter().zip(xi).map(|(a, b)| (a * b).abs()).sum();
+                            let what = format!("tile_f32 {variant} cols={cols} n={n} [{i}][{r}]");
+                            assert_close(&what, g, v, mag, cols);
+                        }
+                    }
                 }
+                // An output does not depend on the other rows of its tile
+                // (the padding of partial tiles relies on it).
+                let mut full = vec![0f32; n * 4];
+                tile(wr, &x, &mut full, 4, 4);
+                let last = &x[(n - 1) * cols..];
+                let mut alone = [0f32; 4];
+                tile([wr[2]; 4], last, &mut alone, 4, 1);
+                assert_eq!(
+                    alone[0].to_bits(),
+                    full[(n - 1) * 4 + 2].to_bits(),
+                    "{variant} cols={cols} n={n}"
+                );
             }
-            // An output does not depend on the other rows of its tile (the
-            // padding of partial tiles relies on it).
-            let alone = tile([wr[2]; 4], [&x[1], &x[1]]);
-            assert_eq!(
-                alone[0][0].to_bits(),
-                got[2][1].to_bits(),
-                "{variant} n={n}"
-            );
+            // Tiles check their shapes: a part of a row, too many or no
+            // stored rows, an output too short for the stride.
+            let x = f16_values(&mut rng, 3 * cols);
+            let out = vec![0f32; 12];
+            let cases = [
+                (&x[..3 * cols - 1], 4, 4),
+                (&x[..], 4, 5),
+                (&x[..], 4, 0),
+                (&x[..], 5, 4),
+            ];
+            for (x, stride, store) in cases.into_iter().skip(usize::from(cols == 1)) {
+                let bad = std::panic::catch_unwind(|| tile(wr, x, &mut out.clone(), stride, store));
+                assert!(
+                    bad.is_err(),
+                    "{variant}: {} values, stride {stride}, store {store}",
+                    x.len()
+                );
+            }
         }
         checked += 1;
     }
     if cfg!(target_arch = "x86_64") && variants().iter().any(|(v, _)| *v == CpuVariant::Avx2) {
-        assert!(checked >= 1, "the avx2 variant has an f16 tile");
+        assert!(checked >= 1, "the avx2 variant has a float tile");
     }
 }
 
@@ -791,5 +816,40 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
             ((got as f64) - want).abs() <= tol,
             "{name}: {got} vs {want} (tolerance {tol})"
         );
+    }
+}
+
+/// Widening f16 is exact: every variant gives `half`'s value for every one
+/// of the 65536 bit patterns (NaNs stay NaNs with their sign), at every
+/// offset of a vector's tail.
+#[test]
+fn widen_f16_is_exact_for_every_value() {
+    let all: Vec<half::f16> = (0..=u16::MAX).map(half::f16::from_bits).collect();
+    for (variant, k) in variants() {
+        for len in [all.len(), all.len() - 1, 13, 7, 0] {
+            let x = &all[all.len() - len..];
+            let mut out = vec![0.0f32; len];
+            (k.widen_f16)(x, &mut out);
+            for (v, o) in x.iter().zip(&out) {
+                let want = v.to_f32();
+                let same = if want.is_nan() {
+                    o.is_nan() && o.is_sign_negative() == want.is_sign_negative()
+                } else {
+                    o.to_bits() == want.to_bits()
+                };
+                assert!(
+                    same,
+                    "{variant}: {:#06x} gave {o} ({:#x})",
+                    v.to_bits(),
+                    o.to_bits()
+                );
+            }
+        }
+        // (A panic aborts wasm tests: checked natively.)
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let short = std::panic::catch_unwind(|| (k.widen_f16)(&all[..8], &mut [0.0; 7]));
+            assert!(short.is_err(), "{variant}: widen_f16 into a shorter slice");
+        }
     }
 }

@@ -141,9 +141,16 @@ fn head_attention(
             }
         }
         CacheRows::F32(kc, _) => {
-            for (sc, &c) in scores.iter_mut().zip(&s.visible) {
-                let start = c as usize * kv_w + off;
-                *sc = (k.vec_dot_f32)(&kc[start..start + hd], q) * a.scale;
+            if let Some(scores_f32) = k.scores_f32 {
+                scores_f32(kc, kv_w, off, &s.visible, q, scores);
+            } else {
+                for (sc, &c) in scores.iter_mut().zip(&s.visible) {
+                    let start = c as usize * kv_w + off;
+                    *sc = (k.vec_dot_f32)(&kc[start..start + hd], q);
+                }
+            }
+            for sc in scores.iter_mut() {
+                *sc *= a.scale;
             }
         }
         CacheRows::Q8_0(kc, _) => {
@@ -174,10 +181,14 @@ fn head_attention(
             (k.wsum_f16)(vc, kv_w, off, &s.visible, h, out);
         }
         CacheRows::F32(vc, _) => {
-            out.fill(0.0);
-            for (&c, &p) in s.visible.iter().zip(scores.iter()) {
-                let start = c as usize * kv_w + off;
-                (k.axpy_f32)(p, &vc[start..start + hd], out);
+            if let Some(wsum_f32) = k.wsum_f32 {
+                wsum_f32(vc, kv_w, off, &s.visible, scores, out);
+            } else {
+                out.fill(0.0);
+                for (&c, &p) in s.visible.iter().zip(scores.iter()) {
+                    let start = c as usize * kv_w + off;
+                    (k.axpy_f32)(p, &vc[start..start + hd], out);
+                }
             }
         }
         CacheRows::Q8_0(vc, _) => {

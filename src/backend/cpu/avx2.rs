@@ -39,7 +39,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
         vec_dot_f32,
         vec_dot_f16,
-        tile_f16: Some(tile_f16),
+        tile_f32: Some(tile_f32),
         vec_dot_q4_k_q8_k,
         vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
         vec_dot_q5_k_q8_k,
@@ -59,6 +59,9 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         wsum_f16,
         axpy_f32,
         silu_mul,
+        widen_f16,
+        scores_f32: Some(scores_f32),
+        wsum_f32: Some(wsum_f32),
         ..base
     }
 }
@@ -215,6 +218,113 @@ fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     // SAFETY: only reachable through the table built after detecting avx2,
     // fma and f16c; lengths checked above.
     unsafe { axpy_f32_impl(p, v, out) }
+}
+
+fn scores_f32(k: &[f32], stride: usize, offset: usize, cells: &[u32], q: &[f32], out: &mut [f32]) {
+    super::rows::check_cells(k.len(), stride, offset, q.len(), cells, out.len());
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; every row read lies in `k` (checked above; the kernel
+    // slices them).
+    unsafe { scores_f32_impl(k, stride, offset, cells, q, out) }
+}
+
+/// Each cell's score by `vec_dot_f32_impl`, so it equals this variant's
+/// `vec_dot_f32` of the row and the query bit for bit.
+///
+/// # Safety
+/// AVX2 (module note).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_f32_impl(
+    k: &[f32],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    for (o, &c) in out.iter_mut().zip(cells) {
+        *o = vec_dot_f32_impl(&k[c as usize * stride + offset..][..q.len()], q);
+    }
+}
+
+fn wsum_f32(v: &[f32], stride: usize, offset: usize, cells: &[u32], p: &[f32], out: &mut [f32]) {
+    super::rows::check_cells(v.len(), stride, offset, out.len(), cells, p.len());
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; every row read lies in `v` (checked above: each is
+    // `out.len()` values from `c * stride + offset`).
+    unsafe { wsum_f32_impl(v, stride, offset, cells, p, out) }
+}
+
+/// `rows::wsum_f32` with the sums in registers, 32 (then 8) columns at a
+/// time over all cells: per cell a multiply and an add, in cell order, so
+/// bit-equal to the twin.
+///
+/// # Safety
+/// AVX2 (module note); every cell's row (`out.len()` values from
+/// `c * stride + offset`) inside `v`, and one `p` per cell.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn wsum_f32_impl(
+    v: &[f32],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    let width = out.len();
+    let mut i = 0;
+    while i + 8 <= width {
+        let lanes = if i + 32 <= width { 4 } else { 1 };
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for (&c, &w) in cells.iter().zip(p) {
+            let row = v.as_ptr().add(c as usize * stride + offset + i);
+            let pv = _mm256_set1_ps(w);
+            for (k, a) in acc.iter_mut().enumerate().take(lanes) {
+                *a = _mm256_add_ps(*a, _mm256_mul_ps(pv, _mm256_loadu_ps(row.add(8 * k))));
+            }
+        }
+        for (k, a) in acc.iter().enumerate().take(lanes) {
+            _mm256_storeu_ps(out.as_mut_ptr().add(i + 8 * k), *a);
+        }
+        i += 8 * lanes;
+    }
+    for (j, o) in out.iter_mut().enumerate().skip(i) {
+        let mut sum = 0.0f32;
+        for (&c, &w) in cells.iter().zip(p) {
+            sum += w * v[c as usize * stride + offset + j];
+        }
+        *o = sum;
+    }
+}
+
+fn widen_f16(x: &[half::f16], out: &mut [f32]) {
+    assert_eq!(
+        x.len(),
+        out.len(),
+        "widen_f16: {} values into {}",
+        x.len(),
+        out.len()
+    );
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; the lengths are equal (checked above).
+    unsafe { widen_f16_impl(x, out) }
+}
+
+/// f16 to f32 eight at a time (`vcvtph2ps`, exact as the scalar twin).
+///
+/// # Safety
+/// AVX2 (module note); `out` at least as long as `x`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn widen_f16_impl(x: &[half::f16], out: &mut [f32]) {
+    let mut i = 0;
+    while i + 8 <= x.len() {
+        let v = _mm256_cvtph_ps(_mm_loadu_si128(x.as_ptr().add(i).cast()));
+        _mm256_storeu_ps(out.as_mut_ptr().add(i), v);
+        i += 8;
+    }
+    for (o, v) in out[i..].iter_mut().zip(&x[i..]) {
+        *o = fp16(*v);
+    }
 }
 
 fn silu_mul(gate: &mut [f32], up: &[f32]) {
@@ -384,11 +494,12 @@ unsafe fn axpy_f32_impl(p: f32, v: &[f32], out: &mut [f32]) {
         *o += p * x;
     }
 }
-fn tile_f16(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
-    super::scalar::check_tile(&w, &x);
+fn tile_f32(w: [&[f32]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    let n = super::scalar::check_tile(&w, x, out.len(), stride, store);
     // SAFETY: only reachable through the table built after detecting avx2,
-    // fma and f16c; checked above: every `w` row is as long as the `x` rows.
-    unsafe { tile_f16_impl(w, x) }
+    // fma and f16c; checked above: `x` holds `n` rows as long as the `w`
+    // rows (the kernel slices them), and `out` is indexed with checks.
+    unsafe { tile_rows_f32(w, x, n, out, stride, store) }
 }
 fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     super::repack::check_gemv(group, x, out, 8);
@@ -1382,16 +1493,42 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
     sum
 }
 
-/// Four f16 weight rows times two f32 activation rows: per 8 columns, four
-/// conversions and eight FMAs (a `vec_dot_f16` per pair converts both sides
-/// for each FMA). One accumulator per output, reduced the same way for
-/// every output, whatever the other rows of the tile are.
+/// `tile_f32` over the `n` activation rows of `x`, two at a time (an odd
+/// last one paired with itself).
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tile_rows_f32(
+    w: [&[f32]; 4],
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    store: usize,
+) {
+    let cols = w[0].len();
+    let row = |i: usize| &x[i * cols..(i + 1) * cols];
+    for i in (0..n).step_by(2) {
+        let res = tile_f32_impl(w, [row(i), row((i + 1).min(n - 1))]);
+        for c in 0..(n - i).min(2) {
+            for (r, res) in res.iter().enumerate().take(store) {
+                out[(i + c) * stride + r] = res[c];
+            }
+        }
+    }
+}
+
+/// Four f32 weight rows times two f32 activation rows: per 8 columns, six
+/// loads and eight FMAs. One accumulator per output, reduced the same way
+/// for every output, whatever the other rows of the tile are.
 ///
 /// # Safety
 /// The CPU must have avx2, fma and f16c. Every row of `w` must hold at least as many
 /// values as the shorter row of `x` (loads go that far in each).
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
+#[inline]
+unsafe fn tile_f32_impl(w: [&[f32]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
     let n = x[0].len().min(x[1].len());
     let mut acc = [[_mm256_setzero_ps(); 2]; 4];
     let mut i = 0;
@@ -1399,7 +1536,7 @@ unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
         let x0 = _mm256_loadu_ps(x[0].as_ptr().add(i));
         let x1 = _mm256_loadu_ps(x[1].as_ptr().add(i));
         for r in 0..4 {
-            let wv = _mm256_cvtph_ps(_mm_loadu_si128(w[r].as_ptr().add(i).cast()));
+            let wv = _mm256_loadu_ps(w[r].as_ptr().add(i));
             acc[r][0] = _mm256_fmadd_ps(wv, x0, acc[r][0]);
             acc[r][1] = _mm256_fmadd_ps(wv, x1, acc[r][1]);
         }
@@ -1410,7 +1547,7 @@ unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
         for c in 0..2 {
             let mut sum = hsum_f32(acc[r][c]);
             for j in i..n {
-                sum += fp16(w[r][j]) * x[c][j];
+                sum += w[r][j] * x[c][j];
             }
             out[r][c] = sum;
         }

@@ -40,7 +40,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
-        tile_f16: Some(tile_f16),
+        tile_f32: Some(tile_f32),
         ..avx2::kernels(base)
     }
 }
@@ -102,50 +102,96 @@ fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32],
     });
 }
 
-fn tile_f16(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
-    super::scalar::check_tile(&w, &x);
+fn tile_f32(w: [&[f32]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    let n = super::scalar::check_tile(&w, x, out.len(), stride, store);
     // SAFETY: only reachable through the table built after detecting the
-    // features (`kernels`); checked above: every `w` row is as long as the
-    // `x` rows.
-    unsafe { tile_f16_impl(w, x) }
+    // features (`kernels`); checked above: `x` holds `n` rows as long as
+    // the `w` rows (the kernel slices them), and `out` is indexed with
+    // checks.
+    unsafe { tile_rows_f32(w, x, n, out, stride, store) }
 }
 
-/// Four f16 weight rows times two f32 activation rows, 16 columns per step
-/// (`avx2::tile_f16_impl` at twice the width: each conversion feeds two
-/// FMAs). One accumulator per output, reduced the same way for every
-/// output, so an output does not depend on the other rows of its tile. The
-/// sums are ordered differently from the scalar twin's: the kernel tests
-/// compare them within the f32 rounding of the products' magnitudes.
+/// `tile_f32` over the `n` activation rows of `x`, six at a time.
+///
+/// # Safety
+/// The CPU must have the features `detected` checks.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_rows_f32(
+    w: [&[f32]; 4],
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    store: usize,
+) {
+    let cols = w[0].len();
+    let mut i = 0;
+    while i < n {
+        let take = (n - i).min(6);
+        let xs = &x[i * cols..(i + take) * cols];
+        let out = &mut out[i * stride..];
+        match take {
+            6 => tile_f32_impl::<6>(w, xs, out, stride, store),
+            5 => tile_f32_impl::<5>(w, xs, out, stride, store),
+            4 => tile_f32_impl::<4>(w, xs, out, stride, store),
+            3 => tile_f32_impl::<3>(w, xs, out, stride, store),
+            2 => tile_f32_impl::<2>(w, xs, out, stride, store),
+            _ => tile_f32_impl::<1>(w, xs, out, stride, store),
+        }
+        i += take;
+    }
+}
+
+/// Four f32 weight rows times `C` (1..=6) f32 activation rows, 16 columns
+/// per step: four weight loads and `C` activation loads feed 4·`C` FMAs
+/// (24 accumulators at `C` = 6, within the 32 registers). One accumulator
+/// per output, reduced the same way for every output, so an output does
+/// not depend on the other rows of its tile. The sums are ordered
+/// differently from the scalar twin's: the kernel tests compare them within
+/// the f32 rounding of the products' magnitudes.
+///
+/// Output `r` of activation row `c` goes to `out[c * stride + r]` for the
+/// first `store` rows (indexed with checks).
 ///
 /// # Safety
 /// The CPU must have the features `detected` checks. Every row of `w` must
-/// hold at least as many values as the shorter row of `x`.
+/// have the same length, and `x` must hold `C` rows of it.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile_f16_impl(w: [&[half::f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
-    let n = x[0].len().min(x[1].len());
-    let mut acc = [[_mm512_setzero_ps(); 2]; 4];
+#[inline]
+unsafe fn tile_f32_impl<const C: usize>(
+    w: [&[f32]; 4],
+    x: &[f32],
+    out: &mut [f32],
+    stride: usize,
+    store: usize,
+) {
+    // (Plain loops and pointers: `array::from_fn` here is not inlined.)
+    let n = w[0].len();
+    assert!(x.len() == C * n);
+    let mut acc = [[_mm512_setzero_ps(); C]; 4];
     let mut i = 0;
     while i + 16 <= n {
-        let x0 = _mm512_loadu_ps(x[0].as_ptr().add(i));
-        let x1 = _mm512_loadu_ps(x[1].as_ptr().add(i));
+        let mut wv = [_mm512_setzero_ps(); 4];
         for r in 0..4 {
-            let wv = _mm512_cvtph_ps(_mm256_loadu_si256(w[r].as_ptr().add(i).cast()));
-            acc[r][0] = _mm512_fmadd_ps(wv, x0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(wv, x1, acc[r][1]);
+            wv[r] = _mm512_loadu_ps(w[r].as_ptr().add(i));
+        }
+        for c in 0..C {
+            let xv = _mm512_loadu_ps(x.as_ptr().add(c * n + i));
+            for r in 0..4 {
+                acc[r][c] = _mm512_fmadd_ps(wv[r], xv, acc[r][c]);
+            }
         }
         i += 16;
     }
-    let mut out = [[0.0f32; 2]; 4];
-    for r in 0..4 {
-        for c in 0..2 {
+    for r in 0..store {
+        for c in 0..C {
             let mut sum = _mm512_reduce_add_ps(acc[r][c]);
             for j in i..n {
-                sum += w[r][j].to_f32() * x[c][j];
+                sum += w[r][j] * x[c * n + j];
             }
-            out[r][c] = sum;
+            out[c * stride + r] = sum;
         }
     }
-    out
 }
 
 /// Eight 8-byte runs of activations starting at `at`: the same run for

@@ -33,11 +33,14 @@ pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
 /// decoded once for all four. Each result equals the variant's `vec_dot` of
 /// that pair bit for bit.
 pub type VecDot4Fn<X, Y> = fn(&[X], [&[Y]; 4]) -> [f32; 4];
-/// Four f16 weight rows times two activation rows held as f32 (values
-/// already rounded to f16): `out[r][c] = w[r] · x[c]`. Each output has its
-/// own accumulator and the same operations whichever rows share its tile,
-/// so a row padded with copies gives the same values.
-pub type TileF16Fn = fn([&[f16]; 4], [&[f32]; 2]) -> [[f32; 2]; 4];
+/// Four weight rows times every activation row, all f32 (the matmul passes
+/// f16 weights widened and activations rounded to f16, so every product is
+/// exact): `(w, x, out, stride, store)` sets `out[i * stride + r] = w[r] ·
+/// x_i` for the activation rows `x_i` (`x` holds them back to back, each as
+/// long as a weight row) and the first `store` (1..=4) weight rows. Each
+/// output has its own accumulator and the same operations whichever rows
+/// share its tile, so a row padded with copies gives the same values.
+pub type TileF32Fn = fn([&[f32]; 4], &[f32], &mut [f32], usize, usize);
 
 /// `out += p · v` (the attention's weighted sum of f32 V rows).
 pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
@@ -45,6 +48,8 @@ pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
 /// cells, per-cell or query values, out)`: `rows::scores_f16` and
 /// `rows::wsum_f16` say what each computes.
 pub type CachedRowsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32]);
+/// The same over cached f32 rows: `rows::scores_f32` and `rows::wsum_f32`.
+pub type CachedRowsF32Fn = fn(&[f32], usize, usize, &[u32], &[f32], &mut [f32]);
 
 /// Every kernel the engine calls through a variant. A table is built only
 /// from a `SupportedVariant` (a witness that this CPU has the variant's
@@ -83,7 +88,7 @@ pub struct Kernels {
     /// f16 matrix products in 4x2 tiles where a variant has them (each weight
     /// row converted once per two activation rows); else one `vec_dot_f16`
     /// per pair.
-    pub tile_f16: Option<TileF16Fn>,
+    pub tile_f32: Option<TileF32Fn>,
     /// The repacked Q4_0 layout this variant accelerates, if any.
     pub repack: Option<RepackLayout>,
     pub gemv_q4_0_x4i4: GemvFn<BlockQ4_0x4>,
@@ -113,6 +118,15 @@ pub struct Kernels {
     /// The weighted sum of cached f16 V rows.
     pub wsum_f16: CachedRowsFn,
     pub axpy_f32: AxpyFn<f32>,
+    /// One query's scores against cached f32 K rows (BERT's attention),
+    /// where a variant has one; else a `vec_dot_f32` per cell.
+    pub scores_f32: Option<CachedRowsF32Fn>,
+    /// The weighted sum of cached f32 V rows, where a variant has one; else
+    /// an `axpy_f32` per cell.
+    pub wsum_f32: Option<CachedRowsF32Fn>,
+    /// f16 values to f32 (exact, so every variant gives the same bits);
+    /// the slices must have the same length.
+    pub widen_f16: fn(&[f16], &mut [f32]),
     /// Whether f16 arithmetic is emulated in software (wasm32): products
     /// then widen each f16 weight row once instead of inside every dot.
     pub f16_in_software: bool,
@@ -144,7 +158,7 @@ impl Kernels {
             vec_dot_iq4_xs_q8_k: scalar::vec_dot_iq4_xs_q8_k,
             vec_dot_f16: scalar::vec_dot_f16,
             vec_dot_f32: scalar::vec_dot_f32,
-            tile_f16: None,
+            tile_f32: None,
             repack: None,
             gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
             gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,
@@ -159,6 +173,9 @@ impl Kernels {
             layer_norm: rows::layer_norm,
             rope: rows::rope,
             silu_mul: rows::silu_mul,
+            widen_f16: rows::widen_f16,
+            scores_f32: None,
+            wsum_f32: None,
             gelu: rows::gelu,
             gelu_mul: rows::gelu_mul,
             scores_f16: rows::scores_f16,

@@ -9,7 +9,7 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
-use super::kernels::{Kernels, TileF16Fn};
+use super::kernels::{Kernels, TileF32Fn};
 use super::products::{ActType, CpuProduct, Dots};
 use super::repack_q5_0::activation_sums;
 use crate::backend::matrix::{Matrix, Repacked, Storage};
@@ -80,7 +80,7 @@ fn quantize_rows<'s, A: ActType>(
 /// Whether the variant widens f16 weight rows to f32 (tiles, or a target
 /// whose f16 dot converts in software).
 fn widens_f16(k: &Kernels) -> bool {
-    k.tile_f16.is_some() || k.f16_in_software
+    k.tile_f32.is_some() || k.f16_in_software
 }
 
 /// Whether the CPU backend multiplies `dtype` weights (on every variant:
@@ -213,34 +213,30 @@ const ACT_CHUNK_BYTES: usize = 16 * 1024;
 const WEIGHT_BLOCK_BYTES: usize = 128 * 1024;
 
 /// f16 weight rows `rows` times every activation row (f32 holding f16
-/// values) in 4x2 tiles; a tile at the end of the rows or activations
-/// repeats its last row, which leaves every output's value unchanged.
+/// values), four weight rows (widened to f32) at a time; a group at the end
+/// of the rows repeats its last row, and only the real rows are stored.
 fn f16_tiles(
     w: Mapped,
     rows: std::ops::Range<usize>,
     y: &[f32],
     out: &mut [f32],
-    tile: TileF16Fn,
+    tile: TileF32Fn,
+    widen: fn(&[f16], &mut [f32]),
     piece: &mut Piece,
 ) {
     let (cols, len) = (w.cols, rows.len());
-    let n = y.len() / cols;
-    let act = |i: usize| &y[i * cols..(i + 1) * cols];
-    let bufs = sized(&mut piece.row_f16, 4 * cols, f16::ZERO);
+    let staging = sized(&mut piece.row_f16, cols, f16::ZERO);
+    let wide = sized(&mut piece.row_f32, 4 * cols, 0.0);
     for j0 in (0..len).step_by(4) {
-        let mut parts = bufs.chunks_exact_mut(cols);
-        let wr: [&[f16]; 4] = std::array::from_fn(|t| {
-            let buf = parts.next().expect("four row buffers");
-            w.f16_row(rows.start + (j0 + t).min(len - 1), buf)
-        });
-        for i0 in (0..n).step_by(2) {
-            let res = tile(wr, [act(i0), act((i0 + 1).min(n - 1))]);
-            for (t, row) in res.iter().enumerate().take(len - j0) {
-                for (c, &v) in row.iter().enumerate().take(n - i0) {
-                    out[(i0 + c) * len + j0 + t] = v;
-                }
-            }
+        // Four weight rows widened once (exactly) for all activation rows;
+        // a short last group repeats its last row.
+        for (t, dst) in wide.chunks_exact_mut(cols).enumerate() {
+            let r = rows.start + (j0 + t).min(len - 1);
+            (widen)(w.f16_row(r, staging), dst);
         }
+        let mut parts = wide.chunks_exact(cols);
+        let wr: [&[f32]; 4] = std::array::from_fn(|_| parts.next().expect("four rows"));
+        tile(wr, y, &mut out[j0..], len, (len - j0).min(4));
     }
 }
 
@@ -387,8 +383,8 @@ fn float_product(
             round_to_f16(workers, x, y);
             let y = &*y;
             split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
-                if let Some(tile) = k.tile_f16 {
-                    f16_tiles(w, rows, y, dst, tile, piece);
+                if let Some(tile) = k.tile_f32 {
+                    f16_tiles(w, rows, y, dst, tile, k.widen_f16, piece);
                     return Ok(());
                 }
                 let len = rows.len();

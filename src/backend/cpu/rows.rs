@@ -230,6 +230,57 @@ pub fn wsum_f16(
     }
 }
 
+/// One query against cached f32 K rows: `out[j] = K[cells[j]] · q` (rows
+/// as in `scores_f16`), each summed as `scalar::vec_dot_f32` sums.
+pub fn scores_f32(
+    k: &[f32],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    check_cells(k.len(), stride, offset, q.len(), cells, out.len());
+    for (o, &c) in out.iter_mut().zip(cells) {
+        *o = super::scalar::vec_dot_f32(&k[c as usize * stride + offset..][..q.len()], q);
+    }
+}
+
+/// The attention's weighted sum of cached f32 V rows, `out = Σ p[j] ·
+/// V[cells[j]]` (rows as in `scores_f16`), overwriting `out`: from zero, in
+/// cell order, one multiply and one add, as `axpy_f32` per cell gives it.
+pub fn wsum_f32(
+    v: &[f32],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    check_cells(v.len(), stride, offset, out.len(), cells, p.len());
+    out.fill(0.0);
+    for (&c, &w) in cells.iter().zip(p) {
+        let row = &v[c as usize * stride + offset..][..out.len()];
+        for (o, x) in out.iter_mut().zip(row) {
+            *o += w * x;
+        }
+    }
+}
+
+/// f16 values to f32 (exactly).
+pub fn widen_f16(x: &[f16], out: &mut [f32]) {
+    assert_eq!(
+        x.len(),
+        out.len(),
+        "widen_f16: {} values into {}",
+        x.len(),
+        out.len()
+    );
+    for (o, v) in out.iter_mut().zip(x) {
+        *o = v.to_f32();
+    }
+}
+
 /// `out += p · v` for an f32 row.
 pub fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);

@@ -70,18 +70,36 @@ pub(crate) fn check_dot4<X, Y>(x: &[X], y: &[&[Y]; 4]) {
     );
 }
 
-/// Panics unless the four weight rows and two activation rows of a tile all
-/// have the same length.
+/// Panics unless a float tile's shapes agree: four non-empty weight rows of
+/// one length, a whole number of activation rows of that length, `store`
+/// in 1..=4, and `out` reaching the last output. Returns the number of
+/// activation rows.
 #[inline(always)]
 #[track_caller]
-pub(crate) fn check_tile(w: &[&[f16]; 4], x: &[&[f32]; 2]) {
-    let n = x[0].len();
+pub(crate) fn check_tile(
+    w: &[&[f32]; 4],
+    x: &[f32],
+    out: usize,
+    stride: usize,
+    store: usize,
+) -> usize {
+    let cols = w[0].len();
+    let n = x.len().checked_div(cols).unwrap_or(0);
+    let last = n
+        .checked_sub(1)
+        .map_or(Some(0), |i| i.checked_mul(stride)?.checked_add(store));
     assert!(
-        x[1].len() == n && w.iter().all(|r| r.len() == n),
-        "tile_f16: weight rows of {:?} against activation rows of {:?}",
+        cols > 0
+            && w.iter().all(|r| r.len() == cols)
+            && x.len() == n * cols
+            && (1..=4).contains(&store)
+            && last.is_some_and(|end| end <= out),
+        "tile_f32: weight rows of {:?} against {} activation values, {store} rows stored \
+         at a stride of {stride} into {out} values",
         w.map(|r| r.len()),
-        x.map(|r| r.len())
+        x.len()
     );
+    n
 }
 
 /// Activations to Q8_0 as the reference build's SIMD quantizer computes
@@ -326,18 +344,19 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
     sum as f32
 }
 
-/// The scalar twin of the SIMD `tile_f16` kernels: each output a plain dot
+/// The scalar twin of the SIMD `tile_f32` kernels: each output a plain dot
 /// product accumulated in f64 (the SIMD tiles match it within rounding).
-pub fn tile_f16(w: [&[f16]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
-    check_tile(&w, &x);
-    w.map(|wr| {
-        x.map(|xr| {
-            wr.iter()
-                .zip(xr)
-                .map(|(a, &b)| a.to_f32() as f64 * b as f64)
-                .sum::<f64>() as f32
-        })
-    })
+pub fn tile_f32(w: [&[f32]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    check_tile(&w, x, out.len(), stride, store);
+    for (i, xi) in x.chunks_exact(w[0].len()).enumerate() {
+        for (r, wr) in w.iter().enumerate().take(store) {
+            out[i * stride + r] = wr
+                .iter()
+                .zip(xi)
+                .map(|(&a, &b)| a as f64 * b as f64)
+                .sum::<f64>() as f32;
+        }
+    }
 }
 
 pub fn vec_dot_f32(x: &[f32], y: &[f32]) -> f32 {
