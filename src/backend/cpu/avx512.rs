@@ -493,8 +493,8 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
 /// rows in one 512-bit vector. `vpdpbusd` wants one operand unsigned: here
 /// the activations, moved up by 128 (a sign-bit flip), against the signed
 /// weights q − 8. So each lane sums (a + 128)·(q − 8), and 128 × Σ (q − 8),
-/// which depends on the weights alone, is taken once per group block (the
-/// lanes start from its negation). Each row's block sum is exact (16
+/// which depends on the weights alone, is taken once per group block and
+/// subtracted. Each row's block sum is exact (16
 /// products of at most 255·8 per lane), and the float steps are
 /// `avx2::gemm_tile_x8i8`'s, so the results equal it bit for bit.
 ///
@@ -520,21 +520,23 @@ unsafe fn gemm_tile_q4_0_x8<const A: usize>(
                 _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask), eights),
             ]
         });
-        // −128 × Σ (q − 8) per lane: 0 − Σ 128·(q − 8) = Σ 128·(8 − q).
-        let mut start = _mm512_setzero_si512();
-        for w in w.iter().flatten() {
-            start = _mm512_dpbusd_epi32(start, flip, _mm512_sub_epi8(_mm512_setzero_si512(), *w));
-        }
+        // −128 × Σ (q − 8) per lane. (Each sum here and below runs as two
+        // independent chains of `vpdpbusd`, whose latency is long; integer
+        // sums, so the order changes nothing.)
+        let zero = _mm512_setzero_si512();
+        let chains =
+            w.map(|w| _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, flip, w[0]), flip, w[1]));
+        let correction = _mm512_sub_epi32(zero, _mm512_add_epi32(chains[0], chains[1]));
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
             let y = &xs[j][bi];
-            let mut sum = start;
-            for (k, w) in w.iter().enumerate() {
-                for (nib, w) in w.iter().enumerate() {
-                    let ya = _mm512_xor_si512(run_of_8(&y.qs, 16 * nib + 8 * k), flip);
-                    sum = _mm512_dpbusd_epi32(sum, ya, *w);
-                }
-            }
+            let ya =
+                |k: usize, nib: usize| _mm512_xor_si512(run_of_8(&y.qs, 16 * nib + 8 * k), flip);
+            let chains: [__m512i; 2] = [0, 1].map(|k| {
+                let first = _mm512_dpbusd_epi32(zero, ya(k, 0), w[k][0]);
+                _mm512_dpbusd_epi32(first, ya(k, 1), w[k][1])
+            });
+            let sum = _mm512_add_epi32(_mm512_add_epi32(chains[0], chains[1]), correction);
             let rows = add_lane_pairs(sum);
             let scaled = _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
