@@ -298,13 +298,7 @@ unsafe fn wsum_f32_impl(
 }
 
 fn widen_f16(x: &[half::f16], out: &mut [f32]) {
-    assert_eq!(
-        x.len(),
-        out.len(),
-        "widen_f16: {} values into {}",
-        x.len(),
-        out.len()
-    );
+    super::rows::check_widen(x, out);
     // SAFETY: only reachable through the table built after detecting avx2,
     // fma and f16c; the lengths are equal (checked above).
     unsafe { widen_f16_impl(x, out) }
@@ -515,23 +509,32 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
+    gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; `gemm_q5_0_in_tiles` slices every `xs` and
+        // `ss` row to `group.len()`, and `res` is typed.
+        unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
+    });
+}
+/// `gemm_in_tiles` for Q5_0 groups, whose kernels also take the
+/// activation blocks' sums: `repack_q5_0::check_group`, then `tile(take,
+/// xs, ss, res)` over the activation rows four at a time, each `xs` and
+/// `ss` row sliced to the group's length.
+pub(super) fn gemm_q5_0_in_tiles(
+    group: &[BlockQ5_0x8],
+    x: &[BlockQ8_0],
+    sums: &[i32],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut(usize, &[&[BlockQ8_0]; 4], &[&[i32]; 4], &mut [[f32; 8]; 4]),
+) {
     super::repack_q5_0::check_group(group, x, sums, n, out, stride);
     let per_row = group.len();
     in_tiles_of_four(n, out, stride, |rows, take, res| {
         let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
         let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
-        // SAFETY: only reachable through the table built after detecting
-        // avx2, fma and f16c; every `xs` and `ss` row is `per_row` long
-        // (sliced above, within the lengths checked at the top), and `res`
-        // is typed.
-        unsafe {
-            match take {
-                4 => gemm_tile_q5_0_x8::<4>(group, &xs, &ss, res),
-                3 => gemm_tile_q5_0_x8::<3>(group, &xs, &ss, res),
-                2 => gemm_tile_q5_0_x8::<2>(group, &xs, &ss, res),
-                _ => gemm_tile_q5_0_x8::<1>(group, &xs, &ss, res),
-            }
-        }
+        tile(take, &xs, &ss, res)
     });
 }
 fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
@@ -559,7 +562,7 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
 /// tile's row indices, the last repeated to fill a short tile; `take`: how
 /// many are real), and stores each real row's eight outputs at
 /// `out[row * stride..]`. The callers have checked that `out` reaches them.
-pub(super) fn in_tiles_of_four(
+fn in_tiles_of_four(
     n: usize,
     out: &mut [f32],
     stride: usize,
@@ -1861,8 +1864,6 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
     xs: &[&[BlockQ8K]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm256_set1_epi8(0x0F);
-    let high_mask = _mm256_set1_epi8(0x30);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     // From 8 scale bytes (rows 4·half.. at stride 2, sub-block parity t in
     // the byte's position), row r's scale to the high byte of its four
@@ -1910,30 +1911,10 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
         // w[h][k][nib][half]: rows 4·half.., values 128h + 64·nib + 8k..
         let mut w = [[[[_mm256_setzero_si256(); 2]; 2]; 8]; 2];
         for (h, w) in w.iter_mut().enumerate() {
-            for k in 0..4 {
-                for half in 0..2 {
-                    let qh =
-                        _mm256_loadu_si256(b.qh.as_ptr().add(256 * h + 64 * k + 32 * half).cast());
-                    // The pair of bits 2i of byte l is value l + 32i's:
-                    // i = 0, 2 for the nibbles of ql chunk k, 1, 3 for k + 4.
-                    let pairs = [
-                        [_mm256_slli_epi16(qh, 4), qh],
-                        [_mm256_slli_epi16(qh, 2), _mm256_srli_epi16(qh, 2)],
-                    ];
-                    for (kk, pairs) in [k, k + 4].into_iter().zip(pairs) {
-                        let ql = _mm256_loadu_si256(
-                            b.ql.as_ptr().add(512 * h + 64 * kk + 32 * half).cast(),
-                        );
-                        let nibbles = [
-                            _mm256_and_si256(ql, low_mask),
-                            _mm256_and_si256(_mm256_srli_epi16(ql, 4), low_mask),
-                        ];
-                        for nib in 0..2 {
-                            w[kk][nib][half] = _mm256_or_si256(
-                                nibbles[nib],
-                                _mm256_and_si256(pairs[nib], high_mask),
-                            );
-                        }
+            for half in 0..2 {
+                for (w, values) in w.iter_mut().zip(q6_kx8_values(b, h, half)) {
+                    for (w, v) in w.iter_mut().zip(values) {
+                        w[half] = v;
                     }
                 }
             }
@@ -2002,6 +1983,40 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
     for (j, a) in acc.iter().enumerate() {
         _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
     }
+}
+
+/// A Q6_K group block's unsigned six-bit values (0..63) of half
+/// super-block `h` for rows 4·half..: `w[k][nib]` holds values
+/// 128h + 64·nib + 8k.., 8 bytes per row.
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) unsafe fn q6_kx8_values(b: &BlockQ6Kx8, h: usize, half: usize) -> [[__m256i; 2]; 8] {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let high_mask = _mm256_set1_epi8(0x30);
+    let mut w = [[_mm256_setzero_si256(); 2]; 8];
+    for k in 0..4 {
+        let qh = _mm256_loadu_si256(b.qh.as_ptr().add(256 * h + 64 * k + 32 * half).cast());
+        // The pair of bits 2i of byte l is value l + 32i's: i = 0, 2 for
+        // the nibbles of ql chunk k, 1, 3 for k + 4.
+        let pairs = [
+            [_mm256_slli_epi16(qh, 4), qh],
+            [_mm256_slli_epi16(qh, 2), _mm256_srli_epi16(qh, 2)],
+        ];
+        for (kk, pairs) in [k, k + 4].into_iter().zip(pairs) {
+            let ql = _mm256_loadu_si256(b.ql.as_ptr().add(512 * h + 64 * kk + 32 * half).cast());
+            let nibbles = [
+                _mm256_and_si256(ql, low_mask),
+                _mm256_and_si256(_mm256_srli_epi16(ql, 4), low_mask),
+            ];
+            for (w, (nibbles, pairs)) in w[kk].iter_mut().zip(nibbles.into_iter().zip(pairs)) {
+                *w = _mm256_or_si256(nibbles, _mm256_and_si256(pairs, high_mask));
+            }
+        }
+    }
+    w
 }
 
 /// Eight repacked Q8_0 rows times `A` (1..=4) activation rows. Per block the

@@ -82,16 +82,10 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    super::repack_q5_0::check_group(group, x, sums, n, out, stride);
-    let per_row = group.len();
-    avx2::in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
-        // SAFETY: only reachable through the table built after detecting
-        // the features (`kernels`); every `xs` and `ss` row is `per_row`
-        // long (sliced above, within the lengths checked at the top), and
-        // `res` is typed.
-        unsafe { by_take!(take, gemm_tile_q5_0_x8(group, &xs, &ss, res)) }
+    avx2::gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+        // SAFETY: as in `gemm_q4_0_x8i8`; every `ss` row is sliced to
+        // `group.len()` as well.
+        unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
     });
 }
 

@@ -80,16 +80,10 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    super::repack_q5_0::check_group(group, x, sums, n, out, stride);
-    let per_row = group.len();
-    avx2::in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
-        // SAFETY: only reachable through the table built after detecting
-        // the features (`kernels`); every `xs` and `ss` row is `per_row`
-        // long (sliced above, within the lengths checked at the top), and
-        // `res` is typed.
-        unsafe { by_take!(take, gemm_tile_q5_0_x8(group, &xs, &ss, res)) }
+    avx2::gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+        // SAFETY: as in `gemm_q4_0_x8i8`; every `ss` row is sliced to
+        // `group.len()` as well.
+        unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
     });
 }
 
@@ -385,8 +379,6 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
     xs: &[&[BlockQ8K]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm256_set1_epi8(0x0F);
-    let high_mask = _mm256_set1_epi8(0x30);
     let widen_scale = [q6_scale_index(0), q6_scale_index(1)];
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
@@ -394,31 +386,7 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
         for h in 0..2 {
             for half in 0..2 {
                 // w[k][nib]: rows 4·half..'s values 128h + 64·nib + 8k..
-                let mut w = [[_mm256_setzero_si256(); 2]; 8];
-                for k in 0..4 {
-                    let at = 256 * h + 64 * k + 32 * half;
-                    let qh = _mm256_loadu_si256(b.qh.as_ptr().add(at).cast());
-                    // The pair of bits 2i of byte l is value l + 32i's: i =
-                    // 0, 2 for the nibbles of ql chunk k, 1, 3 for k + 4.
-                    let pairs = [
-                        [_mm256_slli_epi16(qh, 4), qh],
-                        [_mm256_slli_epi16(qh, 2), _mm256_srli_epi16(qh, 2)],
-                    ];
-                    for (kk, pairs) in [k, k + 4].into_iter().zip(pairs) {
-                        let at = 512 * h + 64 * kk + 32 * half;
-                        let ql = _mm256_loadu_si256(b.ql.as_ptr().add(at).cast());
-                        let nibbles = [
-                            _mm256_and_si256(ql, low_mask),
-                            _mm256_and_si256(_mm256_srli_epi16(ql, 4), low_mask),
-                        ];
-                        for nib in 0..2 {
-                            w[kk][nib] = _mm256_or_si256(
-                                nibbles[nib],
-                                _mm256_and_si256(pairs[nib], high_mask),
-                            );
-                        }
-                    }
-                }
+                let w = avx2::q6_kx8_values(b, h, half);
                 // scales[nib][m]: sub-block 8h + 4·nib + m's scale for rows
                 // 4·half.., per 16-bit lane.
                 let scales: [[__m256i; 4]; 2] = std::array::from_fn(|nib| {

@@ -267,8 +267,9 @@ pub fn wsum_f32(
     }
 }
 
-/// f16 values to f32 (exactly).
-pub fn widen_f16(x: &[f16], out: &mut [f32]) {
+/// Panics unless `out` has one value per f16 value.
+#[track_caller]
+pub(crate) fn check_widen(x: &[f16], out: &[f32]) {
     assert_eq!(
         x.len(),
         out.len(),
@@ -276,6 +277,11 @@ pub fn widen_f16(x: &[f16], out: &mut [f32]) {
         x.len(),
         out.len()
     );
+}
+
+/// f16 values to f32 (exactly).
+pub fn widen_f16(x: &[f16], out: &mut [f32]) {
+    check_widen(x, out);
     for (o, v) in out.iter_mut().zip(x) {
         *o = v.to_f32();
     }
