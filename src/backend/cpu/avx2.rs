@@ -4,6 +4,7 @@
 
 use std::arch::x86_64::*;
 
+use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
 use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
@@ -516,27 +517,6 @@ fn gemm_q5_0_x8(
         unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
     });
 }
-/// `gemm_in_tiles` for Q5_0 groups, whose kernels also take the
-/// activation blocks' sums: `repack_q5_0::check_group`, then `tile(take,
-/// xs, ss, res)` over the activation rows four at a time, each `xs` and
-/// `ss` row sliced to the group's length.
-pub(super) fn gemm_q5_0_in_tiles(
-    group: &[BlockQ5_0x8],
-    x: &[BlockQ8_0],
-    sums: &[i32],
-    n: usize,
-    out: &mut [f32],
-    stride: usize,
-    mut tile: impl FnMut(usize, &[&[BlockQ8_0]; 4], &[&[i32]; 4], &mut [[f32; 8]; 4]),
-) {
-    super::repack_q5_0::check_group(group, x, sums, n, out, stride);
-    let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
-        tile(take, &xs, &ss, res)
-    });
-}
 fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
     gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: only reachable through the table built after detecting
@@ -557,61 +537,6 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
         unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
     });
 }
-/// Runs `tile(rows, take, res)` over the `n` activation rows four at a
-/// time, so up to four rows share each decoded weight block (`rows`: the
-/// tile's row indices, the last repeated to fill a short tile; `take`: how
-/// many are real), and stores each real row's eight outputs at
-/// `out[row * stride..]`. The callers have checked that `out` reaches them.
-fn in_tiles_of_four(
-    n: usize,
-    out: &mut [f32],
-    stride: usize,
-    mut tile: impl FnMut([usize; 4], usize, &mut [[f32; 8]; 4]),
-) {
-    let mut i = 0;
-    while i < n {
-        let take = (n - i).min(4);
-        let mut res = [[0f32; 8]; 4];
-        tile(std::array::from_fn(|j| i + j.min(take - 1)), take, &mut res);
-        for (j, res) in res.iter().take(take).enumerate() {
-            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
-        }
-        i += take;
-    }
-}
-/// A group kernel's common frame: `check_gemm`, then `tile(take, xs, res)`
-/// over the activation rows four at a time (`in_tiles_of_four`), each `xs`
-/// row sliced to the group's length, so a tile may index `group.len()`
-/// blocks of each.
-pub(super) fn gemm_in_tiles<G, Y>(
-    group: &[G],
-    x: &[Y],
-    n: usize,
-    out: &mut [f32],
-    stride: usize,
-    mut tile: impl FnMut(usize, &[&[Y]; 4], &mut [[f32; 8]; 4]),
-) {
-    super::repack::check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        tile(take, &xs, res)
-    });
-}
-
-/// `tile::<A>(args)` for the `take` (1..=4) real rows of a tile.
-macro_rules! by_take {
-    ($take:expr, $tile:ident($($arg:expr),*)) => {
-        match $take {
-            4 => $tile::<4>($($arg),*),
-            3 => $tile::<3>($($arg),*),
-            2 => $tile::<2>($($arg),*),
-            _ => $tile::<1>($($arg),*),
-        }
-    };
-}
-pub(super) use by_take;
-
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);
     // SAFETY: only reachable through the table built after detecting avx2,

@@ -7,7 +7,8 @@
 
 use std::arch::x86_64::*;
 
-use super::avx2::{self, by_take};
+use super::avx2;
+use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
 use super::kernels::Kernels;
 use super::repack::BlockQ4_0x8;
 use super::repack_q4_k::BlockQ4Kx8;
@@ -52,7 +53,7 @@ fn gemm_q4_0_x8i8(
     out: &mut [f32],
     stride: usize,
 ) {
-    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: only reachable through the table built after detecting
         // the features (`kernels`); `gemm_in_tiles` slices every `xs` row
         // to `group.len()` blocks, and `res` is typed.
@@ -61,14 +62,14 @@ fn gemm_q4_0_x8i8(
 }
 
 fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32], stride: usize) {
-    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_0_x8i8`.
         unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
     });
 }
 
 fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
-    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_0_x8i8`.
         unsafe { by_take!(take, gemm_tile_q4_k_x8(group, xs, res)) }
     });
@@ -82,7 +83,7 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    avx2::gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+    gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
         // SAFETY: as in `gemm_q4_0_x8i8`; every `ss` row is sliced to
         // `group.len()` as well.
         unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
@@ -90,7 +91,7 @@ fn gemm_q5_0_x8(
 }
 
 fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
-    avx2::gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_0_x8i8`.
         unsafe { by_take!(take, gemm_tile_q6_k_x8(group, xs, res)) }
     });

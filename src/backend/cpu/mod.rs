@@ -5,6 +5,7 @@
 mod attention;
 mod backend;
 pub mod features;
+mod group_tiles;
 pub mod interleaved;
 mod iq4_dot;
 pub mod kernels;
@@ -28,6 +29,8 @@ mod avx512;
 mod avxvnni;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_groups;
 #[cfg(target_arch = "wasm32")]
 mod simd128;
 #[cfg(target_arch = "aarch64")]

@@ -10,6 +10,7 @@ use std::arch::asm;
 use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
+use super::neon_groups;
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
@@ -67,6 +68,10 @@ pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
         vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0_sdot),
         gemv_q4_0_x4i4,
         gemv_q4_0_x4i8,
+        gemm_q8_0_x8: Some(neon_groups::gemm_q8_0_x8),
+        gemm_q4_k_x8: Some(neon_groups::gemm_q4_k_x8),
+        gemm_q5_0_x8: Some(neon_groups::gemm_q5_0_x8),
+        gemm_q6_k_x8: Some(neon_groups::gemm_q6_k_x8),
         ..kernels(base)
     }
 }
@@ -693,7 +698,7 @@ unsafe fn dot16(a: int8x16_t, b: int8x16_t) -> int32x4_t {
 /// # Safety
 /// The CPU must have dotprod (the asm is SDOT; it touches registers only).
 #[inline(always)]
-unsafe fn sdot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn sdot16(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
     let mut acc = acc;
     asm!("sdot {acc:v}.4s, {a:v}.16b, {b:v}.16b",
         acc = inout(vreg) acc, a = in(vreg) a, b = in(vreg) b,
@@ -1028,7 +1033,7 @@ unsafe fn gemm_tile_x4i8<const P: usize>(
 /// # Safety
 /// `p` must be valid for reading 8 f16 (16 bytes). FCVTL is base aarch64.
 #[inline(always)]
-unsafe fn f16x8_to_f32(p: *const half::f16) -> (float32x4_t, float32x4_t) {
+pub(super) unsafe fn f16x8_to_f32(p: *const half::f16) -> (float32x4_t, float32x4_t) {
     let h = vld1q_u16(p.cast());
     let (lo, hi): (float32x4_t, float32x4_t);
     asm!("fcvtl {lo:v}.4s, {h:v}.4h", "fcvtl2 {hi:v}.4s, {h:v}.8h",

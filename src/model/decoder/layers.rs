@@ -154,18 +154,24 @@ pub(crate) fn load(
         steps.step(layer.matrices().iter().map(|m| m.size_bytes()).sum())?;
         layers.push(layer);
     }
-    let output = match optional(file, "output.weight")? {
+    let tied_output = optional(file, "output.weight")?;
+    let output_tied = tied_output.is_none();
+    let output = match tied_output {
         Some(t) => Some(matrix(device, file, &shaped(t, shape.n_vocab, d)?)?),
         None => {
-            // Tied output: the token embedding, read in place (llama.cpp
-            // does not repack the input embedding either).
             if !device.supports_op(Op::MulMat(embd.dtype)) {
                 return Err(Error::InvalidArgument(format!(
                     "tensor 'token_embd.weight' is {} and serves as the output: the device has no matrix product for it",
                     embd.dtype
                 )));
             }
-            None
+            // Tied output: where the device repacks the embedding's type for
+            // products, the output gets its own repacked copy, as llama.cpp's
+            // duplicated output tensor does (lookups keep reading the file's
+            // rows; the copy takes the place of the pages the product read
+            // every token). Else the products read the embedding in place.
+            let packed = matrix(device, file, &embd)?;
+            packed.is_repacked().then_some(packed)
         }
     };
     let output_norm = vec_of("output_norm.weight", d)?;
@@ -190,6 +196,7 @@ pub(crate) fn load(
         token_embd,
         output_norm,
         output,
+        output_tied,
         layers,
         long_ropes,
     }))

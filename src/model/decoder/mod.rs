@@ -136,8 +136,10 @@ pub struct Decoder {
     pub recipe: Recipe,
     token_embd: Matrix,
     output_norm: Vec<f32>,
-    /// `None`: tied to the token embedding.
+    /// `None`: the token embedding, read in place.
     output: Option<Matrix>,
+    /// The output is the token embedding (in place, or a repacked copy).
+    output_tied: bool,
     layers: Vec<Layer>,
     /// Each layer's RoPE with LongRoPE's long factors (empty without them).
     long_ropes: Vec<Option<Rope>>,
@@ -407,7 +409,7 @@ impl Architecture for Decoder {
             ("rms epsilon", r.rms_eps.to_string()),
             (
                 "output",
-                if self.output.is_some() {
+                if !self.output_tied {
                     "own matrix"
                 } else {
                     "tied to the token embedding"

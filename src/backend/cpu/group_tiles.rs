@@ -1,0 +1,86 @@
+//! The frame every SIMD group kernel runs in, whatever the instruction
+//! set: the checks, then the activation rows in tiles of up to four that
+//! share each decoded group block (`interleaved` says what a group is).
+//! The kernels themselves are per variant (`avx2`, `avx512`, `avxvnni`,
+//! `neon_groups`).
+
+use super::repack::check_gemm;
+use super::repack_q5_0::{check_group, BlockQ5_0x8};
+use crate::tensor::blocks::BlockQ8_0;
+
+/// Runs `tile(rows, take, res)` over the `n` activation rows four at a
+/// time, so up to four rows share each decoded weight block (`rows`: the
+/// tile's row indices, the last repeated to fill a short tile; `take`: how
+/// many are real), and stores each real row's eight outputs at
+/// `out[row * stride..]`. The callers have checked that `out` reaches them.
+fn in_tiles_of_four(
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut([usize; 4], usize, &mut [[f32; 8]; 4]),
+) {
+    let mut i = 0;
+    while i < n {
+        let take = (n - i).min(4);
+        let mut res = [[0f32; 8]; 4];
+        tile(std::array::from_fn(|j| i + j.min(take - 1)), take, &mut res);
+        for (j, res) in res.iter().take(take).enumerate() {
+            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
+        }
+        i += take;
+    }
+}
+/// A group kernel's common frame: `check_gemm`, then `tile(take, xs, res)`
+/// over the activation rows four at a time (`in_tiles_of_four`), each `xs`
+/// row sliced to the group's length, so a tile may index `group.len()`
+/// blocks of each.
+pub fn gemm_in_tiles<G, Y>(
+    group: &[G],
+    x: &[Y],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut(usize, &[&[Y]; 4], &mut [[f32; 8]; 4]),
+) {
+    check_gemm(group, x, n, out, stride, 8);
+    let per_row = group.len();
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        tile(take, &xs, res)
+    });
+}
+
+/// `tile::<A>(args)` for the `take` (1..=4) real rows of a tile.
+macro_rules! by_take {
+    ($take:expr, $tile:ident($($arg:expr),*)) => {
+        match $take {
+            4 => $tile::<4>($($arg),*),
+            3 => $tile::<3>($($arg),*),
+            2 => $tile::<2>($($arg),*),
+            _ => $tile::<1>($($arg),*),
+        }
+    };
+}
+pub(crate) use by_take;
+
+/// `gemm_in_tiles` for Q5_0 groups, whose kernels also take the
+/// activation blocks' sums: `repack_q5_0::check_group`, then `tile(take,
+/// xs, ss, res)` over the activation rows four at a time, each `xs` and
+/// `ss` row sliced to the group's length.
+pub fn gemm_q5_0_in_tiles(
+    group: &[BlockQ5_0x8],
+    x: &[BlockQ8_0],
+    sums: &[i32],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut(usize, &[&[BlockQ8_0]; 4], &[&[i32]; 4], &mut [[f32; 8]; 4]),
+) {
+    check_group(group, x, sums, n, out, stride);
+    let per_row = group.len();
+    in_tiles_of_four(n, out, stride, |rows, take, res| {
+        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
+        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
+        tile(take, &xs, &ss, res)
+    });
+}
