@@ -22,10 +22,10 @@
 #
 # Builds (cached under $LAMINA_CACHE, default ~/.cache/lamina, never in the
 # repository): lamina for aarch64-unknown-linux-gnu ($CARGO_TARGET_DIR is
-# honoured); the reference's x86 build and source (scripts/reference/build.sh);
+# honoured); the reference's source (scripts/reference/build.sh --source);
 # one static aarch64 llama-bench per -march (cross gcc, GGML_NATIVE=OFF); the
-# qemu plugin. On this 2-core machine: ~18 minutes of build per -march (the
-# x86 reference's own build not counted), ~5 for lamina; counting about
+# qemu plugin. On this 2-core machine: ~18 minutes of build per -march,
+# ~5 for lamina; counting about
 # 3 minutes per model and CPU model (the defaults: 13 minutes). Not part of
 # the test command.
 #
@@ -77,12 +77,13 @@ build_plugin() {
 
 # A static aarch64 llama-bench for one -march, built once; prints its path.
 build_ref() {
-  local march=$1 ref src venv dir
-  ref=$(dirname "$(scripts/reference/build.sh)")
-  src="$ref/llama_cpp_python-0.3.36/vendor/llama.cpp"
-  venv="$ref/venv/bin"
+  local march=$1 src venv dir
+  src=$(scripts/reference/build.sh --source)
+  venv="$(cd "$src/../../.." && pwd)/venv/bin"
   dir="$cache/ref-arm/$march"
   if [ ! -x "$dir/bin/llama-bench" ]; then
+    command -v aarch64-linux-gnu-g++ >/dev/null ||
+      { log "the reference needs the aarch64 C++ cross compiler: apt-get install g++-aarch64-linux-gnu"; exit 1; }
     log "building llama-bench for aarch64 -march=$march in $dir (~18 minutes)"
     mkdir -p "$dir"
     PATH="$venv:$PATH" cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -5,21 +5,38 @@
 # command; the goldens and benchmark scripts call it. Prints the build dir.
 # The traps (../shared/TOOLCHAIN.md): `--no-binary :all:` would build cmake
 # from source, and the vendored tree's `.git` file makes ninja loop.
+#
+#   scripts/reference/build.sh            builds, prints the build dir
+#   scripts/reference/build.sh --source   only fetches the source and the
+#                                         venv (cmake, ninja); prints the
+#                                         source dir (cross builds start here)
 set -euo pipefail
 ref="${LAMINA_REF_DIR:-$HOME/.cache/lamina/ref}"
 src="$ref/llama_cpp_python-0.3.36/vendor/llama.cpp"
 targets="llama-completion llama-quantize llama-tokenize llama-perplexity llama-bench llama-embedding"
 mkdir -p "$ref"
-if [ ! -x "$ref/build/bin/llama-bench" ]; then
-  echo "reference: building llama.cpp from llama-cpp-python==0.3.36 in $ref (10-15 minutes)" >&2
-  [ -d "$ref/venv" ] || python3 -m venv "$ref/venv"
-  "$ref/venv/bin/pip" install --quiet cmake ninja
+
+fetch_source() {
+  [ -x "$ref/venv/bin/cmake" ] || {
+    [ -d "$ref/venv" ] || python3 -m venv "$ref/venv"
+    "$ref/venv/bin/pip" install --quiet cmake ninja
+  }
   if [ ! -d "$src" ]; then
     "$ref/venv/bin/pip" download --quiet --no-deps --no-binary llama-cpp-python \
       llama-cpp-python==0.3.36 -d "$ref/dl"
     tar xzf "$ref/dl/llama_cpp_python-0.3.36.tar.gz" -C "$ref"
     rm -f "$src/.git"
   fi
+}
+
+if [ "${1:-}" = "--source" ]; then
+  fetch_source
+  echo "$src"
+  exit 0
+fi
+if [ ! -x "$ref/build/bin/llama-bench" ]; then
+  echo "reference: building llama.cpp from llama-cpp-python==0.3.36 in $ref (10-15 minutes)" >&2
+  fetch_source
   PATH="$ref/venv/bin:$PATH"
   cmake -S "$src" -B "$ref/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_OPENSSL=OFF \

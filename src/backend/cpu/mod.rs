@@ -5,6 +5,8 @@
 mod attention;
 mod backend;
 pub mod features;
+// The SIMD group kernels' frame (x86 and aarch64 have group kernels).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod group_tiles;
 pub mod interleaved;
 mod iq4_dot;

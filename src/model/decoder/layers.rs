@@ -154,9 +154,9 @@ pub(crate) fn load(
         steps.step(layer.matrices().iter().map(|m| m.size_bytes()).sum())?;
         layers.push(layer);
     }
-    let tied_output = optional(file, "output.weight")?;
-    let output_tied = tied_output.is_none();
-    let output = match tied_output {
+    let own_output = optional(file, "output.weight")?;
+    let output_tied = own_output.is_none();
+    let output = match own_output {
         Some(t) => Some(matrix(device, file, &shaped(t, shape.n_vocab, d)?)?),
         None => {
             if !device.supports_op(Op::MulMat(embd.dtype)) {
