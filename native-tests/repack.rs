@@ -89,6 +89,18 @@ fn gemm_equals_gemv_per_activation_row() {
                     let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
                     let mut out = vec![f32::NAN; n * rows];
                     packed.gemm(&k, &x, n, &mut out).unwrap();
+                    // The threads' entry point: two ranges of whole groups
+                    // and the tail, the same values.
+                    let split = layout.rows();
+                    let mut head = vec![f32::NAN; n * split];
+                    let mut rest = vec![f32::NAN; n * (rows - split)];
+                    packed.product_rows(&k, &x, n, 0..split, &mut head).unwrap();
+                    packed.product_rows(&k, &x, n, split..rows, &mut rest).unwrap();
+                    for i in 0..n {
+                        let row = &out[i * rows..(i + 1) * rows];
+                        assert_eq!(row[..split], head[i * split..(i + 1) * split]);
+                        assert_eq!(row[split..], rest[i * (rows - split)..(i + 1) * (rows - split)]);
+                    }
                     for i in 0..n {
                         let mut one = vec![0f32; rows];
                         packed
@@ -106,6 +118,33 @@ fn gemm_equals_gemv_per_activation_row() {
                             k.variant,
                             layout.name()
                         );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn extreme_values_stay_exact() {
+    // Nibbles at both ends (-8 and 7 with a scale of 1) against activations
+    // at ±127 (a scale of 1): the largest products a block can hold. Every
+    // float step is then exact, so each result is its integer sum.
+    let (rows, cols) = (8, 128);
+    let weight = |i: usize, sign: f32| if i % 5 < 2 { sign * 7.0 } else { -sign * 8.0 };
+    for k in supported_kernels() {
+        for layout in LAYOUTS {
+            for (wv, xv) in [(1.0f32, 1.0f32), (-1.0, 1.0), (1.0, -1.0), (-1.0, -1.0)] {
+                let w: Vec<f32> = (0..rows * cols).map(|i| weight(i, wv)).collect();
+                let packed = RepackedQ4_0::new(&q4_0(&w), rows, cols, layout).unwrap();
+                for n in [1, 4] {
+                    let x = q8_0(&vec![xv * 127.0; n * cols]);
+                    let mut out = vec![f32::NAN; n * rows];
+                    packed.gemm(&k, &x, n, &mut out).unwrap();
+                    for (i, got) in out.iter().enumerate() {
+                        let r = i % rows;
+                        let want: f32 = (0..cols).map(|c| weight(r * cols + c, wv) * xv * 127.0).sum();
+                        assert_eq!(*got, want, "{} {} n={n} row {r}", k.variant, layout.name());
                     }
                 }
             }

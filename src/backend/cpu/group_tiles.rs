@@ -2,7 +2,7 @@
 //! set: the checks, then the activation rows in tiles of up to four that
 //! share each decoded group block (`interleaved` says what a group is).
 //! The kernels themselves are per variant (`avx2`, `avx512`, `avxvnni`,
-//! `neon_groups`).
+//! `neon_groups`, `neon_q4_0`).
 
 use super::repack::check_gemm;
 use super::repack_q5_0::{check_group, BlockQ5_0x8};
@@ -11,21 +11,22 @@ use crate::tensor::blocks::BlockQ8_0;
 /// Runs `tile(rows, take, res)` over the `n` activation rows four at a
 /// time, so up to four rows share each decoded weight block (`rows`: the
 /// tile's row indices, the last repeated to fill a short tile; `take`: how
-/// many are real), and stores each real row's eight outputs at
-/// `out[row * stride..]`. The callers have checked that `out` reaches them.
-fn in_tiles_of_four(
+/// many are real), and stores each real row's `R` outputs (one per weight
+/// row of the group) at `out[row * stride..]`. The callers have checked
+/// that `out` reaches them.
+fn in_tiles_of_four<const R: usize>(
     n: usize,
     out: &mut [f32],
     stride: usize,
-    mut tile: impl FnMut([usize; 4], usize, &mut [[f32; 8]; 4]),
+    mut tile: impl FnMut([usize; 4], usize, &mut [[f32; R]; 4]),
 ) {
     let mut i = 0;
     while i < n {
         let take = (n - i).min(4);
-        let mut res = [[0f32; 8]; 4];
+        let mut res = [[0f32; R]; 4];
         tile(std::array::from_fn(|j| i + j.min(take - 1)), take, &mut res);
         for (j, res) in res.iter().take(take).enumerate() {
-            out[(i + j) * stride..(i + j) * stride + 8].copy_from_slice(res);
+            out[(i + j) * stride..(i + j) * stride + R].copy_from_slice(res);
         }
         i += take;
     }
@@ -33,16 +34,16 @@ fn in_tiles_of_four(
 /// A group kernel's common frame: `check_gemm`, then `tile(take, xs, res)`
 /// over the activation rows four at a time (`in_tiles_of_four`), each `xs`
 /// row sliced to the group's length, so a tile may index `group.len()`
-/// blocks of each.
-pub fn gemm_in_tiles<G, Y>(
+/// blocks of each. `R` is the number of weight rows in a group.
+pub fn gemm_in_tiles<G, Y, const R: usize>(
     group: &[G],
     x: &[Y],
     n: usize,
     out: &mut [f32],
     stride: usize,
-    mut tile: impl FnMut(usize, &[&[Y]; 4], &mut [[f32; 8]; 4]),
+    mut tile: impl FnMut(usize, &[&[Y]; 4], &mut [[f32; R]; 4]),
 ) {
-    check_gemm(group, x, n, out, stride, 8);
+    check_gemm(group, x, n, out, stride, R);
     let per_row = group.len();
     in_tiles_of_four(n, out, stride, |rows, take, res| {
         let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);

@@ -95,6 +95,7 @@ pub struct Kernels {
     pub gemv_q4_0_x4i8: GemvFn<BlockQ4_0x4>,
     pub gemv_q4_0_x8i8: GemvFn<BlockQ4_0x8>,
     /// Matrix-matrix kernels where a variant has one (else GEMV per row).
+    pub gemm_q4_0_x4i4: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
     /// Eight interleaved Q5_0 rows at once, where a variant has it: Q5_0
@@ -163,6 +164,7 @@ impl Kernels {
             gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
             gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,
             gemv_q4_0_x8i8: repack::gemv_q4_0_x8i8,
+            gemm_q4_0_x4i4: None,
             gemm_q4_0_x4i8: None,
             gemm_q4_0_x8i8: None,
             gemm_q5_0_x8: None,

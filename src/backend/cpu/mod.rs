@@ -33,6 +33,8 @@ mod avxvnni;
 mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_groups;
+#[cfg(target_arch = "aarch64")]
+mod neon_q4_0;
 #[cfg(target_arch = "wasm32")]
 mod simd128;
 #[cfg(target_arch = "aarch64")]

@@ -11,6 +11,7 @@ use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::neon_groups;
+use super::neon_q4_0;
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
@@ -66,7 +67,8 @@ pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
         vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1_sdot),
         vec_dot_q8_0_q8_0: vec_dot_q8_0_q8_0_sdot,
         vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0_sdot),
-        gemv_q4_0_x4i4,
+        gemv_q4_0_x4i4: neon_q4_0::gemv_q4_0_x4i4,
+        gemm_q4_0_x4i4: Some(neon_q4_0::gemm_q4_0_x4i4),
         gemv_q4_0_x4i8,
         gemm_q8_0_x8: Some(neon_groups::gemm_q8_0_x8),
         gemm_q4_k_x8: Some(neon_groups::gemm_q4_k_x8),
@@ -335,24 +337,11 @@ fn vec_dot_iq4_xs_q8_k(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32 {
     // typed arrays; lengths checked above.
     unsafe { iq4_dot::iq4_xs::<NeonDots>(x, y) }
 }
-fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
-    super::repack::check_gemv(group, x, out, 4);
-    // SAFETY: only in the tables built after detecting dotprod; checked
-    // above: `out` holds the 4 values stored.
-    unsafe { gemv_x4i4_sdot(group, x, out) }
-}
 fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     super::repack::check_gemv(group, x, out, 4);
     // SAFETY: only in the tables built after detecting dotprod; checked
     // above: `out` holds the 4 values stored.
     unsafe { gemv_x4i8_sdot(group, x, out) }
-}
-/// # Safety
-/// The CPU must have dotprod. `out` must hold at least 4 values (4 are stored);
-/// `group` and `x` may have any lengths (they are zipped).
-#[target_feature(enable = "dotprod")]
-unsafe fn gemv_x4i4_sdot(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
-    gemv_x4(group, x, out, |b, y| block_x4i4(b, y))
 }
 /// # Safety
 /// The CPU must have dotprod. `out` must hold at least 4 values (4 are stored);
@@ -561,7 +550,7 @@ unsafe fn axpy_f32_impl(p: f32, v: &[f32], out: &mut [f32]) {
 /// # Safety
 /// NEON only (always present): no requirement beyond the arguments' types.
 #[inline(always)]
-unsafe fn fp16x4(h: &[half::f16; 4]) -> float32x4_t {
+pub(super) unsafe fn fp16x4(h: &[half::f16; 4]) -> float32x4_t {
     let bits = vld1_u16(h.as_ptr().cast());
     let out: float32x4_t;
     asm!("fcvtl {o:v}.4s, {i:v}.4h", i = in(vreg) bits, o = out(vreg) out,
@@ -859,29 +848,6 @@ unsafe fn signed_nibbles(p: *const u8) -> (int8x16_t, int8x16_t) {
         vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0F))), eight),
         vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight),
     )
-}
-
-/// 4x4 layout: each 16-byte load is 4 bytes of each row, one SDOT lane per row;
-/// the matching 4 activation bytes are broadcast to every lane.
-///
-/// # Safety
-/// The CPU must have dotprod. (Loads stay inside the typed blocks: 16 bytes at
-/// 16k of 64, 4 bytes at 4k and 16 + 4k of 32, k < 4.)
-#[target_feature(enable = "dotprod")]
-unsafe fn block_x4i4(b: &BlockQ4_0x4, y: &BlockQ8_0) -> int32x4_t {
-    let mut s = vdupq_n_s32(0);
-    for k in 0..4 {
-        let (lo, hi) = signed_nibbles(b.qs.as_ptr().add(16 * k));
-        let ylo = vreinterpretq_s8_s32(vdupq_n_s32(
-            y.qs.as_ptr().add(4 * k).cast::<i32>().read_unaligned(),
-        ));
-        let yhi = vreinterpretq_s8_s32(vdupq_n_s32(
-            y.qs.as_ptr().add(16 + 4 * k).cast::<i32>().read_unaligned(),
-        ));
-        s = sdot16(s, lo, ylo);
-        s = sdot16(s, hi, yhi);
-    }
-    s
 }
 
 /// 4x8 layout: each 16-byte load is 8 bytes of two rows; with 8 activation

@@ -15,7 +15,7 @@
 use half::f16;
 
 use super::features::{CpuFeatures, Feature};
-use super::kernels::Kernels;
+use super::kernels::{GemmFn, Kernels};
 use super::variant::CpuVariant;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ4_0, BlockQ8_0, QK};
@@ -245,18 +245,13 @@ impl RepackedQ4_0 {
             )));
         }
         let r = self.layout.rows();
-        match (
-            &self.groups,
-            self.layout,
-            k.gemm_q4_0_x4i8,
-            k.gemm_q4_0_x8i8,
-        ) {
-            (Groups::X4(groups), RepackLayout::X4I8, Some(f), _) => {
+        match (&self.groups, self.gemm_x4(k), k.gemm_q4_0_x8i8) {
+            (Groups::X4(groups), Some(f), _) => {
                 for (g, group) in groups.chunks_exact(per_row).enumerate() {
                     f(group, x, n, &mut out[g * r..], self.rows);
                 }
             }
-            (Groups::X8(groups), RepackLayout::X8I8, _, Some(f)) => {
+            (Groups::X8(groups), _, Some(f)) => {
                 for (g, group) in groups.chunks_exact(per_row).enumerate() {
                     f(group, x, n, &mut out[g * r..], self.rows);
                 }
@@ -279,6 +274,16 @@ impl RepackedQ4_0 {
 }
 
 impl RepackedQ4_0 {
+    /// The variant's matrix-matrix kernel for a four-row layout, if it has
+    /// one for this layout.
+    fn gemm_x4(&self, k: &Kernels) -> Option<GemmFn<BlockQ4_0x4>> {
+        match self.layout {
+            RepackLayout::X4I4 => k.gemm_q4_0_x4i4,
+            RepackLayout::X4I8 => k.gemm_q4_0_x4i8,
+            RepackLayout::X8I8 => None,
+        }
+    }
+
     /// Rows `rows` of the product with `n` activation rows: `out[i * len + j]`
     /// = row `rows.start + j` · activation row `i`, where `len = rows.len()`.
     /// The range must start and end at group boundaries (or end at the last
@@ -307,10 +312,11 @@ impl RepackedQ4_0 {
         }
         let whole = self.rows / r * r;
         let group_end = rows.end.min(whole);
-        let gemm = match (self.layout, k.gemm_q4_0_x4i8, k.gemm_q4_0_x8i8) {
-            (RepackLayout::X4I8, Some(_), _) | (RepackLayout::X8I8, _, Some(_)) => n > 1,
-            _ => false,
-        };
+        let gemm = n > 1
+            && match self.layout {
+                RepackLayout::X8I8 => k.gemm_q4_0_x8i8.is_some(),
+                _ => self.gemm_x4(k).is_some(),
+            };
         let mut tmp = [0f32; 8];
         let mut g_row = rows.start;
         while g_row + r <= group_end {
@@ -319,7 +325,7 @@ impl RepackedQ4_0 {
             match &self.groups {
                 Groups::X4(groups) => {
                     let group = &groups[g * per_row..(g + 1) * per_row];
-                    match (gemm, k.gemm_q4_0_x4i8) {
+                    match (gemm, self.gemm_x4(k)) {
                         (true, Some(f)) => f(group, x, n, &mut out[at..], len),
                         _ => {
                             let f = if self.layout == RepackLayout::X4I4 {
@@ -386,7 +392,7 @@ pub(crate) fn check_gemv<G>(group: &[G], x: &[BlockQ8_0], out: &[f32], rows: usi
 /// Panics unless `x` holds `n` activation rows of `group.len()` blocks and
 /// `out` reaches output `rows - 1` of activation row `n - 1`
 /// (`out[(n - 1) * stride + rows - 1]`).
-// Only the AVX2 and NEON i8mm variants have GEMM kernels.
+// Only the x86 and aarch64 variants have GEMM kernels.
 #[cfg_attr(
     not(any(target_arch = "x86_64", target_arch = "aarch64")),
     allow(dead_code)
