@@ -13,20 +13,23 @@ use crate::tensor::blocks::BlockQ8_0;
 /// tile's row indices, the last repeated to fill a short tile; `take`: how
 /// many are real), and stores each real row's `R` outputs (one per weight
 /// row of the group) at `out[row * stride..]`. The callers have checked
-/// that `out` reaches them.
+/// that `out` reaches them. This runs once per group and call, so it is
+/// kept short: `res` is zeroed once, not per tile.
+#[inline(always)]
 fn in_tiles_of_four<const R: usize>(
     n: usize,
     out: &mut [f32],
     stride: usize,
     mut tile: impl FnMut([usize; 4], usize, &mut [[f32; R]; 4]),
 ) {
+    let mut res = [[0f32; R]; 4];
     let mut i = 0;
     while i < n {
         let take = (n - i).min(4);
-        let mut res = [[0f32; R]; 4];
-        tile(std::array::from_fn(|j| i + j.min(take - 1)), take, &mut res);
-        for (j, res) in res.iter().take(take).enumerate() {
-            out[(i + j) * stride..(i + j) * stride + R].copy_from_slice(res);
+        let last = i + take - 1;
+        tile([i, (i + 1).min(last), (i + 2).min(last), last], take, &mut res);
+        for (j, res) in res[..take].iter().enumerate() {
+            out[(i + j) * stride..][..R].copy_from_slice(res);
         }
         i += take;
     }
@@ -35,6 +38,7 @@ fn in_tiles_of_four<const R: usize>(
 /// over the activation rows four at a time (`in_tiles_of_four`), each `xs`
 /// row sliced to the group's length, so a tile may index `group.len()`
 /// blocks of each. `R` is the number of weight rows in a group.
+#[inline(always)]
 pub fn gemm_in_tiles<G, Y, const R: usize>(
     group: &[G],
     x: &[Y],
@@ -44,10 +48,17 @@ pub fn gemm_in_tiles<G, Y, const R: usize>(
     mut tile: impl FnMut(usize, &[&[Y]; 4], &mut [[f32; R]; 4]),
 ) {
     check_gemm(group, x, n, out, stride, R);
+    if n == 1 {
+        // A GEMV (every generated token): the activation row is `x` itself.
+        let mut res = [[0f32; R]; 4];
+        tile(1, &[x; 4], &mut res);
+        out[..R].copy_from_slice(&res[0]);
+        return;
+    }
     let per_row = group.len();
+    let row = |a: usize| &x[a * per_row..][..per_row];
     in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        tile(take, &xs, res)
+        tile(take, &[row(rows[0]), row(rows[1]), row(rows[2]), row(rows[3])], res)
     });
 }
 
@@ -68,6 +79,7 @@ pub(crate) use by_take;
 /// activation blocks' sums: `repack_q5_0::check_group`, then `tile(take,
 /// xs, ss, res)` over the activation rows four at a time, each `xs` and
 /// `ss` row sliced to the group's length.
+#[inline(always)]
 pub fn gemm_q5_0_in_tiles(
     group: &[BlockQ5_0x8],
     x: &[BlockQ8_0],
@@ -79,9 +91,11 @@ pub fn gemm_q5_0_in_tiles(
 ) {
     check_group(group, x, sums, n, out, stride);
     let per_row = group.len();
-    in_tiles_of_four(n, out, stride, |rows, take, res| {
-        let xs = rows.map(|a| &x[a * per_row..(a + 1) * per_row]);
-        let ss = rows.map(|a| &sums[a * per_row..(a + 1) * per_row]);
+    let row = |a: usize| &x[a * per_row..][..per_row];
+    let sums_of = |a: usize| &sums[a * per_row..][..per_row];
+    in_tiles_of_four(n, out, stride, |r, take, res| {
+        let xs = [row(r[0]), row(r[1]), row(r[2]), row(r[3])];
+        let ss = [sums_of(r[0]), sums_of(r[1]), sums_of(r[2]), sums_of(r[3])];
         tile(take, &xs, &ss, res)
     });
 }

@@ -26,7 +26,8 @@ use crate::tensor::blocks::{BlockQ8K, BlockQ8_0};
 // the tables `neon::dotprod_kernels` builds after detecting dotprod;
 // `gemm_in_tiles` checks the shapes (`check_gemm`) and slices every
 // activation row to the group's length before a tile runs, so the tiles'
-// indexing stays in bounds (and is bounds-checked besides).
+// indexing stays in bounds (the Q8_0 tile's indexes them unchecked, a
+// GEMV's innermost loop).
 
 pub(super) fn gemm_q8_0_x8(
     group: &[BlockQ8_0x8],
@@ -93,6 +94,23 @@ unsafe fn twice(p: *const i8) -> int8x16_t {
     vreinterpretq_s8_s64(vld1q_dup_s64(p.cast()))
 }
 
+/// Bytes 8k..8k + 8 at `p` in both halves of vector k, k < 4: 32
+/// activation bytes in one LD4R, where `twice` takes four LD1R and their
+/// address arithmetic.
+///
+/// # Safety
+/// `p` must be valid for reading 32 bytes.
+#[inline(always)]
+unsafe fn twice_x4(p: *const i8) -> [int8x16_t; 4] {
+    let v = vld4q_dup_s64(p.cast());
+    [
+        vreinterpretq_s8_s64(v.0),
+        vreinterpretq_s8_s64(v.1),
+        vreinterpretq_s8_s64(v.2),
+        vreinterpretq_s8_s64(v.3),
+    ]
+}
+
 /// Four SDOT lane pairs (rows 2h and 2h + 1, two lanes each) to the eight
 /// rows' sums: rows 0..4 and rows 4..8.
 ///
@@ -121,7 +139,7 @@ unsafe fn widen_halves(v: uint8x16_t) -> [int16x8_t; 2] {
 ///
 /// # Safety
 /// The CPU must have dotprod; each of the first `A` rows of `xs` must hold
-/// at least `group.len()` blocks.
+/// at least `group.len()` blocks (indexed unchecked).
 #[target_feature(enable = "dotprod")]
 unsafe fn gemm_tile_q8_0_x8<const A: usize>(
     group: &[BlockQ8_0x8],
@@ -130,21 +148,27 @@ unsafe fn gemm_tile_q8_0_x8<const A: usize>(
 ) {
     let mut acc = [[vdupq_n_f32(0.0); 2]; A];
     for (bi, b) in group.iter().enumerate() {
+        let act = |j: usize| xs.get_unchecked(j).get_unchecked(bi);
         let mut s = [[vdupq_n_s32(0); 4]; A];
-        for k in 0..4 {
-            // Values 8k..8k + 8 of the eight rows, two rows per vector.
-            let w = vld1q_s8_x4(b.qs.as_ptr().add(64 * k));
-            let w = [w.0, w.1, w.2, w.3];
-            for (j, s) in s.iter_mut().enumerate() {
-                let y = twice(xs[j][bi].qs.as_ptr().add(8 * k));
-                for (s, w) in s.iter_mut().zip(w) {
-                    *s = sdot16(*s, w, y);
+        // Activation rows two at a time: their 32 bytes in eight vectors,
+        // the group block's 256 (reloaded per pair) in four at a time.
+        for pair in 0..A.div_ceil(2) {
+            let rows = [2 * pair, (2 * pair + 1).min(A - 1)];
+            let y = rows.map(|j| twice_x4(act(j).qs.as_ptr()));
+            for k in 0..4 {
+                // Values 8k..8k + 8 of the eight rows, two rows per vector.
+                let w = vld1q_s8_x4(b.qs.as_ptr().add(64 * k));
+                let w = [w.0, w.1, w.2, w.3];
+                for (t, &j) in rows.iter().enumerate().take(A - 2 * pair) {
+                    for (s, w) in s[j].iter_mut().zip(w) {
+                        *s = sdot16(*s, w, y[t][k]);
+                    }
                 }
             }
         }
         let (dlo, dhi) = f16x8_to_f32(b.d.as_ptr());
         for (j, (acc, s)) in acc.iter_mut().zip(&s).enumerate() {
-            let dy = fp16(xs[j][bi].d);
+            let dy = fp16(act(j).d);
             let (lo, hi) = rows_of(s);
             acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(lo), vmulq_n_f32(dlo, dy));
             acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(hi), vmulq_n_f32(dhi, dy));

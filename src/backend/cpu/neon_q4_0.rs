@@ -8,8 +8,8 @@
 //! bytes of a loaded activation vector (`y.4b[k]`), so each activation
 //! block is loaded once, as two vectors, instead of broadcast eight times.
 //!
-//! The nibbles are unpacked as 16·(q − 8) in three instructions
-//! (`nibbles_x16`); the factor 16 leaves in the conversion to float
+//! The nibbles, stored XOR 8, are unpacked as 16·(q − 8) in two
+//! instructions (`nibbles_x16`); the factor 16 leaves in the conversion to float
 //! (SCVTF with four fraction bits), which is exact, so the integer sums
 //! and the float steps are the scalar twin's (`repack::gemv_q4_0_x4i4`)
 //! and every result equals it bit for bit.
@@ -66,15 +66,15 @@ unsafe fn sdot_by_element<const K: i32>(acc: int32x4_t, w: int8x16_t, y: int8x16
 }
 
 /// The low and the high nibbles q of 16 bytes as 16·(q − 8), signed:
-/// (q XOR 8) is q − 8 modulo 16, so shifted into the top four bits it is
-/// 16·(q − 8) as an i8. One XOR for both halves, then a shift and a mask:
-/// a subtraction fewer per half than unpacking to q − 8.
+/// the layout stores q XOR 8, which is q − 8 modulo 16, so shifted into
+/// the top four bits it is 16·(q − 8) as an i8. A shift or a mask per
+/// half, where unpacking to q − 8 takes a subtraction more.
 ///
 /// # Safety
 /// `p` must be valid for reading 16 bytes.
 #[inline(always)]
 unsafe fn nibbles_x16(p: *const u8) -> (int8x16_t, int8x16_t) {
-    let v = veorq_u8(vld1q_u8(p), vdupq_n_u8(0x88));
+    let v = vld1q_u8(p);
     (
         vreinterpretq_s8_u8(vshlq_n_u8::<4>(v)),
         vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0xF0))),

@@ -3,11 +3,13 @@
 //! stored together so one SIMD load feeds several output rows.
 //!
 //! Layouts (rows per group, bytes taken from each row in turn):
-//! - `X4I4`: 4 rows, 4 bytes at a time: one SDOT lane per row (NEON dotprod).
+//! - `X4I4`: 4 rows, 4 bytes at a time: one SDOT lane per row (NEON dotprod,
+//!   SIMD128). Each nibble is stored XOR 8 (`X4I4_FLIP`): q − 8 in four-bit
+//!   two's complement, so a shift or a mask alone makes 16·(q − 8) as an i8.
 //! - `X4I8`: 4 rows, 8 bytes at a time (NEON i8mm: SMMLA takes 8-byte rows).
 //! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2, SVE-256).
 //!
-//! Nibbles are kept as in Q4_0 (value + 8). Rows that do not fill a last group
+//! Other layouts keep the nibbles as in Q4_0 (value + 8). Rows that do not fill a last group
 //! stay plain Q4_0 and go through `vec_dot`. Every layout's scalar kernel sums
 //! each block exactly and scales it in `vec_dot`'s order, so repacked products
 //! equal row-by-row `vec_dot` bit for bit.
@@ -88,6 +90,9 @@ pub struct BlockQ4_0x8 {
 }
 
 const _: () = assert!(std::mem::size_of::<BlockQ4_0x4>() == 72);
+
+/// What the `X4I4` layout XORs each byte with: bit 3 of both nibbles.
+pub const X4I4_FLIP: u8 = 0x88;
 const _: () = assert!(std::mem::size_of::<BlockQ4_0x8>() == 144);
 
 /// Interleaves the blocks of `R` rows at one column block.
@@ -164,6 +169,11 @@ impl RepackedQ4_0 {
                             std::array::from_fn(|k| row(4 * g + k, b)),
                             layout.interleave(),
                         );
+                        let qs = if layout == RepackLayout::X4I4 {
+                            qs.map(|q| q ^ X4I4_FLIP)
+                        } else {
+                            qs
+                        };
                         BlockQ4_0x4 { d, qs }
                     })
                     .collect(),
@@ -317,8 +327,31 @@ impl RepackedQ4_0 {
                 RepackLayout::X8I8 => k.gemm_q4_0_x8i8.is_some(),
                 _ => self.gemm_x4(k).is_some(),
             };
-        let mut tmp = [0f32; 8];
         let mut g_row = rows.start;
+        if n == 1 && g_row < group_end {
+            // A GEMV (every generated token): one kernel call per group,
+            // straight into `out`.
+            let groups = rows.start / r * per_row..group_end / r * per_row;
+            let outs = out.chunks_exact_mut(r);
+            match &self.groups {
+                Groups::X4(g) => {
+                    let f = if self.layout == RepackLayout::X4I4 {
+                        k.gemv_q4_0_x4i4
+                    } else {
+                        k.gemv_q4_0_x4i8
+                    };
+                    for (group, out) in g[groups].chunks_exact(per_row).zip(outs) {
+                        f(group, x, out);
+                    }
+                }
+                Groups::X8(g) => {
+                    for (group, out) in g[groups].chunks_exact(per_row).zip(outs) {
+                        (k.gemv_q4_0_x8i8)(group, x, out);
+                    }
+                }
+            }
+            g_row = group_end;
+        }
         while g_row + r <= group_end {
             let g = g_row / r;
             let at = g_row - rows.start;
@@ -334,8 +367,7 @@ impl RepackedQ4_0 {
                                 k.gemv_q4_0_x4i8
                             };
                             for (i, xi) in x.chunks_exact(per_row).enumerate() {
-                                f(group, xi, &mut tmp[..4]);
-                                out[i * len + at..i * len + at + 4].copy_from_slice(&tmp[..4]);
+                                f(group, xi, &mut out[i * len + at..][..4]);
                             }
                         }
                     }
@@ -346,8 +378,7 @@ impl RepackedQ4_0 {
                         (true, Some(f)) => f(group, x, n, &mut out[at..], len),
                         _ => {
                             for (i, xi) in x.chunks_exact(per_row).enumerate() {
-                                (k.gemv_q4_0_x8i8)(group, xi, &mut tmp);
-                                out[i * len + at..i * len + at + 8].copy_from_slice(&tmp);
+                                (k.gemv_q4_0_x8i8)(group, xi, &mut out[i * len + at..][..8]);
                             }
                         }
                     }
@@ -471,7 +502,8 @@ fn widen<const N: usize>(q: &[u8; N]) -> [u8; 128] {
 
 pub fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
     check_gemv(group, x, out, 4);
-    gemv_scalar::<4>(|b| group[b].d, |b| widen(&group[b].qs), x, 4, out)
+    let qs = |b: usize| widen(&group[b].qs.map(|q| q ^ X4I4_FLIP));
+    gemv_scalar::<4>(|b| group[b].d, qs, x, 4, out)
 }
 
 pub fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {

@@ -291,19 +291,22 @@ mod imp {
         sum
     }
 
-    /// 4x4 layout: each 16-byte load is 4 bytes of each row; the matching 4
-    /// activation bytes are broadcast. Per block the four integer sums are
+    /// 4x4 layout: each 16-byte load is 4 bytes of each row (nibbles stored
+    /// XOR 8); the matching 4 activation bytes are broadcast. Per block the
+    /// four integer sums are
     /// exact and scaled in `vec_dot`'s order, so outputs equal the scalar
     /// `vec_dot` of each row.
     fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
         check_gemv(group, x, out, 4);
         let mut acc = f32x4_splat(0.0);
-        let eight = i8x16_splat(8);
         for (b, y) in group.iter().zip(x) {
-            // Lanes of `rows01` and `rows23` hold pairs of products per row.
+            // Lanes of `rows01` and `rows23` hold pairs of products per row,
+            // sixteen times over: the layout stores each nibble q XOR 8, so
+            // in the top four bits of a byte it is 16·(q − 8).
             let (mut rows01, mut rows23) = (i32x4_splat(0), i32x4_splat(0));
             for k in 0..4 {
-                let (lo, hi) = nibbles(b.qs[16 * k..16 * k + 16].try_into().unwrap_or(&[0; 16]));
+                let v = load16(b.qs[16 * k..16 * k + 16].try_into().unwrap_or(&[0; 16]));
+                let (lo, hi) = (i8x16_shl(v, 4), v128_and(v, u8x16_splat(0xF0)));
                 let word = |at: usize| {
                     i32::from_le_bytes([
                         y.qs[at] as u8,
@@ -314,7 +317,7 @@ mod imp {
                 };
                 let ylo = i32x4_splat(word(4 * k));
                 let yhi = i32x4_splat(word(16 + 4 * k));
-                for (q, yv) in [(i8x16_sub(lo, eight), ylo), (i8x16_sub(hi, eight), yhi)] {
+                for (q, yv) in [(lo, ylo), (hi, yhi)] {
                     rows01 = i32x4_add(
                         rows01,
                         i32x4_dot_i16x8(i16x8_extend_low_i8x16(q), i16x8_extend_low_i8x16(yv)),
@@ -325,9 +328,13 @@ mod imp {
                     );
                 }
             }
-            let sums = i32x4_add(
-                i32x4_shuffle::<0, 2, 4, 6>(rows01, rows23),
-                i32x4_shuffle::<1, 3, 5, 7>(rows01, rows23),
+            // Each row's sum, divided by the 16 exactly.
+            let sums = i32x4_shr(
+                i32x4_add(
+                    i32x4_shuffle::<0, 2, 4, 6>(rows01, rows23),
+                    i32x4_shuffle::<1, 3, 5, 7>(rows01, rows23),
+                ),
+                4,
             );
             let dw = f32x4(
                 b.d[0].to_f32(),
