@@ -170,14 +170,15 @@ fn layout_choice_per_variant() {
     let avx_vnni = [Avx2, Fma, F16c, AvxVnni];
     assert_eq!(layout(CpuVariant::AvxVnni, &cpu(&avx_vnni, 0)), Some(X8I8));
     let arm = [Neon, Dotprod, I8mm, Sve];
-    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 32)), Some(X8I8));
-    // Where SDOT is there, 4x4 (SDOT by element) also with i8mm: fewer
-    // instructions than llama.cpp's 4x8 SMMLA choice.
+    // Where SDOT is there, 4x4 (SDOT by element) also with i8mm and at
+    // 256 bits: fewer instructions than llama.cpp's 4x8 SMMLA and SVE 8x8.
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 32)), Some(X4I4));
     assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 16)), Some(X4I4));
     assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 64)), Some(X4I4));
     assert_eq!(layout(CpuVariant::Sve, &cpu(&arm[..2], 16)), Some(X4I4));
     // A64FX: SVE-512 without dotprod or i8mm.
     assert_eq!(layout(CpuVariant::Sve, &cpu(&[Neon, Sve], 64)), Some(X8I8));
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&[Neon, Sve], 32)), Some(X8I8));
     assert_eq!(layout(CpuVariant::NeonI8mm, &cpu(&arm[..3], 0)), Some(X4I4));
     assert_eq!(
         layout(CpuVariant::NeonDotprod, &cpu(&arm[..2], 0)),

@@ -52,19 +52,19 @@ impl RepackLayout {
         }
     }
 
-    /// The layout a variant accelerates: 8x8 for AVX2 and 256-bit SVE (as
-    /// llama.cpp), 4x4 wherever else SDOT is there (NEON dotprod and i8mm,
-    /// SVE at other widths) and for SIMD128, else the SVE 8x8 kernel where
-    /// vectors hold 256 bits (A64FX). llama.cpp takes 4x8 with SMMLA where
-    /// i8mm is there; lamina's 4x4 kernels (SDOT by element, `neon_q4_0`)
-    /// run fewer instructions per token than its 4x8 ones (GEMV and the
-    /// SMMLA tile alike, under qemu's `max`), so 4x8 and its kernels serve
-    /// only callers that name it (`RepackedQ4_0::new`, the kernel bench).
+    /// The layout a variant accelerates: 8x8 for AVX2 (as llama.cpp), 4x4
+    /// wherever SDOT is there (NEON dotprod and i8mm, SVE at every width) and
+    /// for SIMD128, else the SVE 8x8 kernel where vectors hold 256 bits or
+    /// more (A64FX). llama.cpp takes 4x8 with SMMLA where i8mm is there and
+    /// its SVE 8x8 kernel at 256 bits; lamina's 4x4 kernels (SDOT by element,
+    /// `neon_q4_0`) run fewer instructions per token than its 4x8 ones (GEMV
+    /// and the SMMLA tile alike) and than its SVE 8x8 GEMV (under qemu's
+    /// `max`), so 4x8 serves only callers that name it (`RepackedQ4_0::new`,
+    /// the kernel bench), and SVE's 8x8 CPUs without dotprod.
     pub fn for_variant(variant: CpuVariant, features: &CpuFeatures) -> Option<RepackLayout> {
         let has = |f| features.has(f);
         match variant {
             CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512 => Some(RepackLayout::X8I8),
-            CpuVariant::Sve if features.sve_bytes == 32 => Some(RepackLayout::X8I8),
             CpuVariant::Sve if has(Feature::Dotprod) => Some(RepackLayout::X4I4),
             CpuVariant::Sve if features.sve_bytes >= 32 => Some(RepackLayout::X8I8),
             CpuVariant::NeonI8mm | CpuVariant::NeonDotprod | CpuVariant::Simd128 => {
