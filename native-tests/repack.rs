@@ -95,11 +95,16 @@ fn gemm_equals_gemv_per_activation_row() {
                     let mut head = vec![f32::NAN; n * split];
                     let mut rest = vec![f32::NAN; n * (rows - split)];
                     packed.product_rows(&k, &x, n, 0..split, &mut head).unwrap();
-                    packed.product_rows(&k, &x, n, split..rows, &mut rest).unwrap();
+                    packed
+                        .product_rows(&k, &x, n, split..rows, &mut rest)
+                        .unwrap();
                     for i in 0..n {
                         let row = &out[i * rows..(i + 1) * rows];
                         assert_eq!(row[..split], head[i * split..(i + 1) * split]);
-                        assert_eq!(row[split..], rest[i * (rows - split)..(i + 1) * (rows - split)]);
+                        assert_eq!(
+                            row[split..],
+                            rest[i * (rows - split)..(i + 1) * (rows - split)]
+                        );
                     }
                     for i in 0..n {
                         let mut one = vec![0f32; rows];
@@ -143,7 +148,9 @@ fn extreme_values_stay_exact() {
                     packed.gemm(&k, &x, n, &mut out).unwrap();
                     for (i, got) in out.iter().enumerate() {
                         let r = i % rows;
-                        let want: f32 = (0..cols).map(|c| weight(r * cols + c, wv) * xv * 127.0).sum();
+                        let want: f32 = (0..cols)
+                            .map(|c| weight(r * cols + c, wv) * xv * 127.0)
+                            .sum();
                         assert_eq!(*got, want, "{} {} n={n} row {r}", k.variant, layout.name());
                     }
                 }

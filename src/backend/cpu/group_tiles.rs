@@ -27,7 +27,11 @@ fn in_tiles_of_four<const R: usize>(
     while i < n {
         let take = (n - i).min(4);
         let last = i + take - 1;
-        tile([i, (i + 1).min(last), (i + 2).min(last), last], take, &mut res);
+        tile(
+            [i, (i + 1).min(last), (i + 2).min(last), last],
+            take,
+            &mut res,
+        );
         for (j, res) in res[..take].iter().enumerate() {
             out[(i + j) * stride..][..R].copy_from_slice(res);
         }
@@ -58,7 +62,11 @@ pub fn gemm_in_tiles<G, Y, const R: usize>(
     let per_row = group.len();
     let row = |a: usize| &x[a * per_row..][..per_row];
     in_tiles_of_four(n, out, stride, |rows, take, res| {
-        tile(take, &[row(rows[0]), row(rows[1]), row(rows[2]), row(rows[3])], res)
+        tile(
+            take,
+            &[row(rows[0]), row(rows[1]), row(rows[2]), row(rows[3])],
+            res,
+        )
     });
 }
 

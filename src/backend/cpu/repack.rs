@@ -3,14 +3,17 @@
 //! stored together so one SIMD load feeds several output rows.
 //!
 //! Layouts (rows per group, bytes taken from each row in turn):
-//! - `X4I4`: 4 rows, 4 bytes at a time: one SDOT lane per row (NEON dotprod,
-//!   SIMD128). Each nibble is stored XOR 8 (`X4I4_FLIP`): q − 8 in four-bit
-//!   two's complement, so a shift or a mask alone makes 16·(q − 8) as an i8.
-//! - `X4I8`: 4 rows, 8 bytes at a time (NEON i8mm: SMMLA takes 8-byte rows).
-//! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2, SVE-256).
+//! - `X4I4`: 4 rows, 4 bytes at a time: one SDOT lane per row (every aarch64
+//!   variant with dotprod, SIMD128). Each nibble is stored XOR 8
+//!   (`X4I4_FLIP`): q − 8 in four-bit two's complement, so a shift or a mask
+//!   alone makes 16·(q − 8) as an i8.
+//! - `X4I8`: 4 rows, 8 bytes at a time (SMMLA takes 8-byte rows; no variant
+//!   selects it, see `RepackLayout::for_variant`).
+//! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2; SVE
+//!   without dotprod).
 //!
-//! Other layouts keep the nibbles as in Q4_0 (value + 8). Rows that do not fill a last group
-//! stay plain Q4_0 and go through `vec_dot`. Every layout's scalar kernel sums
+//! The other layouts keep the nibbles as in Q4_0 (value + 8). Rows that do
+//! not fill a last group stay plain Q4_0 and go through `vec_dot`. Every layout's scalar kernel sums
 //! each block exactly and scales it in `vec_dot`'s order, so repacked products
 //! equal row-by-row `vec_dot` bit for bit.
 
@@ -92,10 +95,10 @@ pub struct BlockQ4_0x8 {
 }
 
 const _: () = assert!(std::mem::size_of::<BlockQ4_0x4>() == 72);
+const _: () = assert!(std::mem::size_of::<BlockQ4_0x8>() == 144);
 
 /// What the `X4I4` layout XORs each byte with: bit 3 of both nibbles.
 pub const X4I4_FLIP: u8 = 0x88;
-const _: () = assert!(std::mem::size_of::<BlockQ4_0x8>() == 144);
 
 /// Interleaves the blocks of `R` rows at one column block.
 fn interleave<const R: usize, const Q: usize>(

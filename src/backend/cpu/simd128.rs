@@ -293,9 +293,8 @@ mod imp {
 
     /// 4x4 layout: each 16-byte load is 4 bytes of each row (nibbles stored
     /// XOR 8); the matching 4 activation bytes are broadcast. Per block the
-    /// four integer sums are
-    /// exact and scaled in `vec_dot`'s order, so outputs equal the scalar
-    /// `vec_dot` of each row.
+    /// four integer sums are exact and scaled in `vec_dot`'s order, so
+    /// outputs equal the scalar `vec_dot` of each row.
     fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
         check_gemv(group, x, out, 4);
         let mut acc = f32x4_splat(0.0);
