@@ -20,7 +20,7 @@
 use half::f16;
 
 use super::features::{CpuFeatures, Feature};
-use super::kernels::{GemmFn, Kernels};
+use super::kernels::{GemmFn, GemvFn, Kernels};
 use super::variant::CpuVariant;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ4_0, BlockQ8_0, QK};
@@ -205,7 +205,8 @@ impl RepackedQ4_0 {
         self.cols
     }
 
-    /// out[r] = row r · x, for one activation row `x` (cols / 32 Q8_0 blocks).
+    /// out[r] = row r · x, for one activation row `x` (cols / 32 Q8_0
+    /// blocks): `product_rows` over every row.
     pub fn gemv(&self, k: &Kernels, x: &[BlockQ8_0], out: &mut [f32]) -> Result<()> {
         let per_row = self.cols / QK;
         if x.len() != per_row || out.len() != self.rows {
@@ -218,34 +219,11 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        let r = self.layout.rows();
-        match &self.groups {
-            Groups::X4(g) => {
-                let f = if self.layout == RepackLayout::X4I4 {
-                    k.gemv_q4_0_x4i4
-                } else {
-                    k.gemv_q4_0_x4i8
-                };
-                for (group, out) in g.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
-                    f(group, x, out);
-                }
-            }
-            Groups::X8(g) => {
-                for (group, out) in g.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
-                    (k.gemv_q4_0_x8i8)(group, x, out);
-                }
-            }
-        }
-        let first_tail = self.rows / r * r;
-        for (row, o) in self.tail.chunks_exact(per_row).zip(&mut out[first_tail..]) {
-            *o = (k.vec_dot_q4_0_q8_0)(row, x);
-        }
-        Ok(())
+        self.product_rows(k, x, 1, 0..self.rows, out)
     }
 
     /// out[i][r] = row r · x[i] for `n` activation rows stored one after
-    /// another (out is `n` rows of `rows`). Uses the variant's matrix-matrix
-    /// kernel for the layout where it has one, else GEMV per activation row.
+    /// another (out is `n` rows of `rows`): `product_rows` over every row.
     pub fn gemm(&self, k: &Kernels, x: &[BlockQ8_0], n: usize, out: &mut [f32]) -> Result<()> {
         let per_row = self.cols / QK;
         if x.len() != n * per_row || out.len() != n * self.rows {
@@ -259,43 +237,17 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        let r = self.layout.rows();
-        match (&self.groups, self.gemm_x4(k), k.gemm_q4_0_x8i8) {
-            (Groups::X4(groups), Some(f), _) => {
-                for (g, group) in groups.chunks_exact(per_row).enumerate() {
-                    f(group, x, n, &mut out[g * r..], self.rows);
-                }
-            }
-            (Groups::X8(groups), _, Some(f)) => {
-                for (g, group) in groups.chunks_exact(per_row).enumerate() {
-                    f(group, x, n, &mut out[g * r..], self.rows);
-                }
-            }
-            _ => {
-                for (x, out) in x.chunks_exact(per_row).zip(out.chunks_exact_mut(self.rows)) {
-                    self.gemv(k, x, out)?;
-                }
-                return Ok(());
-            }
-        }
-        let first_tail = self.rows / r * r;
-        for (i, x) in x.chunks_exact(per_row).enumerate() {
-            for (t, row) in self.tail.chunks_exact(per_row).enumerate() {
-                out[i * self.rows + first_tail + t] = (k.vec_dot_q4_0_q8_0)(row, x);
-            }
-        }
-        Ok(())
+        self.product_rows(k, x, n, 0..self.rows, out)
     }
 }
 
 impl RepackedQ4_0 {
-    /// The variant's matrix-matrix kernel for a four-row layout, if it has
-    /// one for this layout.
-    fn gemm_x4(&self, k: &Kernels) -> Option<GemmFn<BlockQ4_0x4>> {
+    /// The variant's kernels for a four-row layout: its matrix-matrix one,
+    /// if it has one for this layout, and its GEMV.
+    fn kernels_x4(&self, k: &Kernels) -> (Option<GemmFn<BlockQ4_0x4>>, GemvFn<BlockQ4_0x4>) {
         match self.layout {
-            RepackLayout::X4I4 => k.gemm_q4_0_x4i4,
-            RepackLayout::X4I8 => k.gemm_q4_0_x4i8,
-            RepackLayout::X8I8 => None,
+            RepackLayout::X4I4 => (k.gemm_q4_0_x4i4, k.gemv_q4_0_x4i4),
+            _ => (k.gemm_q4_0_x4i8, k.gemv_q4_0_x4i8),
         }
     }
 
@@ -327,69 +279,18 @@ impl RepackedQ4_0 {
         }
         let whole = self.rows / r * r;
         let group_end = rows.end.min(whole);
-        let gemm = n > 1
-            && match self.layout {
-                RepackLayout::X8I8 => k.gemm_q4_0_x8i8.is_some(),
-                _ => self.gemm_x4(k).is_some(),
-            };
-        let mut g_row = rows.start;
-        if n == 1 && g_row < group_end {
-            // A GEMV (every generated token): one kernel call per group,
-            // straight into `out`.
+        if rows.start < group_end {
             let groups = rows.start / r * per_row..group_end / r * per_row;
-            let outs = out.chunks_exact_mut(r);
             match &self.groups {
                 Groups::X4(g) => {
-                    let f = if self.layout == RepackLayout::X4I4 {
-                        k.gemv_q4_0_x4i4
-                    } else {
-                        k.gemv_q4_0_x4i8
-                    };
-                    for (group, out) in g[groups].chunks_exact(per_row).zip(outs) {
-                        f(group, x, out);
-                    }
+                    let (gemm, gemv) = self.kernels_x4(k);
+                    groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
                 }
                 Groups::X8(g) => {
-                    for (group, out) in g[groups].chunks_exact(per_row).zip(outs) {
-                        (k.gemv_q4_0_x8i8)(group, x, out);
-                    }
+                    let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
+                    groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
                 }
             }
-            g_row = group_end;
-        }
-        while g_row + r <= group_end {
-            let g = g_row / r;
-            let at = g_row - rows.start;
-            match &self.groups {
-                Groups::X4(groups) => {
-                    let group = &groups[g * per_row..(g + 1) * per_row];
-                    match (gemm, self.gemm_x4(k)) {
-                        (true, Some(f)) => f(group, x, n, &mut out[at..], len),
-                        _ => {
-                            let f = if self.layout == RepackLayout::X4I4 {
-                                k.gemv_q4_0_x4i4
-                            } else {
-                                k.gemv_q4_0_x4i8
-                            };
-                            for (i, xi) in x.chunks_exact(per_row).enumerate() {
-                                f(group, xi, &mut out[i * len + at..][..4]);
-                            }
-                        }
-                    }
-                }
-                Groups::X8(groups) => {
-                    let group = &groups[g * per_row..(g + 1) * per_row];
-                    match (gemm, k.gemm_q4_0_x8i8) {
-                        (true, Some(f)) => f(group, x, n, &mut out[at..], len),
-                        _ => {
-                            for (i, xi) in x.chunks_exact(per_row).enumerate() {
-                                (k.gemv_q4_0_x8i8)(group, xi, &mut out[i * len + at..][..8]);
-                            }
-                        }
-                    }
-                }
-            }
-            g_row += r;
         }
         for row in rows.start.max(whole)..rows.end {
             let w = &self.tail[(row - whole) * per_row..(row - whole + 1) * per_row];
@@ -398,6 +299,44 @@ impl RepackedQ4_0 {
             }
         }
         Ok(())
+    }
+}
+
+/// Whole groups of `r` rows (`per_row` blocks each) times `n` activation
+/// rows `x`: output row `g * r + j` of activation row `i` goes to
+/// `out[i * len + g * r + j]`. With more than one activation row the
+/// matrix-matrix kernel, where there is one; else the GEMV per activation
+/// row, straight into `out`.
+#[allow(clippy::too_many_arguments)]
+fn groups_through<G>(
+    groups: &[G],
+    per_row: usize,
+    r: usize,
+    gemm: Option<GemmFn<G>>,
+    gemv: GemvFn<G>,
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    len: usize,
+) {
+    if n == 1 {
+        // One activation row (every generated token): one GEMV per group,
+        // zipped with its outputs (index arithmetic per call costs more).
+        for (group, out) in groups.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
+            gemv(group, x, out);
+        }
+        return;
+    }
+    for (g, group) in groups.chunks_exact(per_row).enumerate() {
+        let at = g * r;
+        match gemm {
+            Some(f) => f(group, x, n, &mut out[at..], len),
+            None => {
+                for (i, xi) in x.chunks_exact(per_row).enumerate() {
+                    gemv(group, xi, &mut out[i * len + at..][..r]);
+                }
+            }
+        }
     }
 }
 
