@@ -544,6 +544,11 @@ fn vec_dot_f32_and_f16() {
     }
 }
 
+/// Values as their bit patterns, so NaNs compare and zeros keep their sign.
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
 #[test]
 fn float_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
     let mut rng = Rng::new(5);
@@ -562,6 +567,11 @@ fn float_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
         for cols in [1usize, 7, 8, 9, 16, 31, 64, 384, 1000] {
             let w: Vec<Vec<f32>> = (0..4).map(|_| f16_values(&mut rng, cols)).collect();
             let wr = [&w[0][..], &w[1][..], &w[2][..], &w[3][..]];
+            let h: Vec<Vec<half::f16>> = w
+                .iter()
+                .map(|r| r.iter().map(|&v| half::f16::from_f32(v)).collect())
+                .collect();
+            let hr = [&h[0][..], &h[1][..], &h[2][..], &h[3][..]];
             // Every activation row count up to two of the widest tiles and
             // a bit, and every count of stored weight rows.
             for n in 1..=14 {
@@ -572,6 +582,25 @@ fn float_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
                     tile(wr, &x, &mut got, stride, store);
                     let mut want = vec![f32::NAN; n * stride];
                     lamina::backend::cpu::scalar::tile_f32(wr, &x, &mut want, stride, store);
+                    // The same weights as the file holds them (f16), converted
+                    // in the kernel: the same bits as the widened rows, and
+                    // the scalar twins agree as well.
+                    let mut want16 = vec![f32::NAN; n * stride];
+                    lamina::backend::cpu::scalar::tile_f16(hr, &x, &mut want16, stride, store);
+                    assert_eq!(
+                        bits(&want16),
+                        bits(&want),
+                        "scalar tile_f16 cols={cols} n={n}"
+                    );
+                    if let Some(tile16) = k.tile_f16 {
+                        let mut got16 = vec![f32::NAN; n * stride];
+                        tile16(hr, &x, &mut got16, stride, store);
+                        assert_eq!(
+                            bits(&got16),
+                            bits(&got),
+                            "{variant}: tile_f16 against tile_f32, cols={cols} n={n} store={store}"
+                        );
+                    }
                     for i in 0..n {
                         let xi = &x[i * cols..(i + 1) * cols];
                         for r in 0..stride {
@@ -616,6 +645,11 @@ fn float_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
                     "{variant}: {} values, stride {stride}, store {store}",
                     x.len()
                 );
+                if let Some(tile16) = k.tile_f16 {
+                    let bad =
+                        std::panic::catch_unwind(|| tile16(hr, x, &mut out.clone(), stride, store));
+                    assert!(bad.is_err(), "{variant}: tile_f16 with {} values", x.len());
+                }
             }
         }
         checked += 1;

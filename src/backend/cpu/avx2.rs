@@ -41,6 +41,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_f32,
         vec_dot_f16,
         tile_f32: Some(tile_f32),
+        tile_f16: Some(tile_f16),
         vec_dot_q4_k_q8_k,
         vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
         vec_dot_q5_k_q8_k,
@@ -1419,6 +1420,59 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
         i += 1;
     }
     sum
+}
+
+fn tile_f16(w: [&[half::f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    super::scalar::check_tile(&w, x, out.len(), stride, store);
+    let cols = w[0].len();
+    for (r, wr) in w.iter().enumerate().take(store) {
+        for (i, xs) in x.chunks(4 * cols).enumerate() {
+            let out = &mut out[4 * i * stride + r..];
+            // SAFETY: only reachable through the table built after
+            // detecting avx2, fma and f16c; checked above: `xs` holds whole
+            // rows as long as `wr`, and `out` is indexed with checks.
+            unsafe {
+                match xs.len() / cols {
+                    4 => row_f16::<4>(wr, xs, out, stride),
+                    3 => row_f16::<3>(wr, xs, out, stride),
+                    2 => row_f16::<2>(wr, xs, out, stride),
+                    _ => row_f16::<1>(wr, xs, out, stride),
+                }
+            }
+        }
+    }
+}
+
+/// One f16 weight row times `C` (1..=4) activation rows, converting 8
+/// weights per step as they are loaded; one weight row at a time, as
+/// `avx512::row_f16` explains. The accumulators and reduction are
+/// `tile_f32_impl`'s, so the outputs equal it bit for bit. Output `c` goes
+/// to `out[c * stride]`.
+///
+/// # Safety
+/// The CPU must have avx2, fma and f16c; `x` must hold `C` rows as long as
+/// `w`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn row_f16<const C: usize>(w: &[half::f16], x: &[f32], out: &mut [f32], stride: usize) {
+    let n = w.len();
+    assert!(x.len() == C * n);
+    let mut acc = [_mm256_setzero_ps(); C];
+    let mut i = 0;
+    while i + 8 <= n {
+        let wv = _mm256_cvtph_ps(_mm_loadu_si128(w.as_ptr().add(i).cast()));
+        for c in 0..C {
+            let xv = _mm256_loadu_ps(x.as_ptr().add(c * n + i));
+            acc[c] = _mm256_fmadd_ps(wv, xv, acc[c]);
+        }
+        i += 8;
+    }
+    for c in 0..C {
+        let mut sum = hsum_f32(acc[c]);
+        for j in i..n {
+            sum += fp16(w[j]) * x[c * n + j];
+        }
+        out[c * stride] = sum;
+    }
 }
 
 /// `tile_f32` over the `n` activation rows of `x`, two at a time (an odd

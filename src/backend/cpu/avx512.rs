@@ -7,6 +7,8 @@
 
 use std::arch::x86_64::*;
 
+use half::f16;
+
 use super::avx2;
 use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
 use super::kernels::Kernels;
@@ -42,6 +44,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
         tile_f32: Some(tile_f32),
+        tile_f16: Some(tile_f16),
         ..avx2::kernels(base)
     }
 }
@@ -104,6 +107,62 @@ fn tile_f32(w: [&[f32]; 4], x: &[f32], out: &mut [f32], stride: usize, store: us
     // the `w` rows (the kernel slices them), and `out` is indexed with
     // checks.
     unsafe { tile_rows_f32(w, x, n, out, stride, store) }
+}
+
+fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    super::scalar::check_tile(&w, x, out.len(), stride, store);
+    let cols = w[0].len();
+    for (r, wr) in w.iter().enumerate().take(store) {
+        for (i, xs) in x.chunks(6 * cols).enumerate() {
+            let out = &mut out[6 * i * stride + r..];
+            // SAFETY: only reachable through the table built after
+            // detecting the features (`kernels`); checked above: `xs` holds
+            // whole rows as long as `wr`, and `out` is indexed with checks.
+            unsafe {
+                match xs.len() / cols {
+                    6 => row_f16::<6>(wr, xs, out, stride),
+                    5 => row_f16::<5>(wr, xs, out, stride),
+                    4 => row_f16::<4>(wr, xs, out, stride),
+                    3 => row_f16::<3>(wr, xs, out, stride),
+                    2 => row_f16::<2>(wr, xs, out, stride),
+                    _ => row_f16::<1>(wr, xs, out, stride),
+                }
+            }
+        }
+    }
+}
+
+/// One f16 weight row times `C` (1..=6) activation rows, converting 16
+/// weights per step as they are loaded. Weight rows go one at a time:
+/// reading four rows side by side (as `tile_f32_impl` reads its widened
+/// rows) ran at half the memory speed of one stream. The accumulators and
+/// reduction are `tile_f32_impl`'s (one per output, columns in order), so
+/// the outputs equal it bit for bit. Output `c` goes to `out[c * stride]`.
+///
+/// # Safety
+/// The CPU must have the features `detected` checks; `x` must hold `C`
+/// rows as long as `w`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn row_f16<const C: usize>(w: &[f16], x: &[f32], out: &mut [f32], stride: usize) {
+    let n = w.len();
+    assert!(x.len() == C * n);
+    let mut acc = [_mm512_setzero_ps(); C];
+    let mut i = 0;
+    while i + 16 <= n {
+        let wv = _mm512_cvtph_ps(_mm256_loadu_si256(w.as_ptr().add(i).cast()));
+        for c in 0..C {
+            let xv = _mm512_loadu_ps(x.as_ptr().add(c * n + i));
+            acc[c] = _mm512_fmadd_ps(wv, xv, acc[c]);
+        }
+        i += 16;
+    }
+    for c in 0..C {
+        let mut sum = _mm512_reduce_add_ps(acc[c]);
+        for j in i..n {
+            sum += w[j].to_f32() * x[c * n + j];
+        }
+        out[c * stride] = sum;
+    }
 }
 
 /// `tile_f32` over the `n` activation rows of `x`, six at a time.

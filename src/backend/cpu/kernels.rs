@@ -41,6 +41,12 @@ pub type VecDot4Fn<X, Y> = fn(&[X], [&[Y]; 4]) -> [f32; 4];
 /// output has its own accumulator and the same operations whichever rows
 /// share its tile, so a row padded with copies gives the same values.
 pub type TileF32Fn = fn([&[f32]; 4], &[f32], &mut [f32], usize, usize);
+/// `TileF32Fn` with the weight rows as the file stores them (f16), each
+/// value converted as it is loaded: for a generated token's one activation
+/// row, widening a row into a buffer first would cost as much as the
+/// product. Converting is exact, so the outputs equal `TileF32Fn`'s on the
+/// widened rows bit for bit.
+pub type TileF16Fn = fn([&[f16]; 4], &[f32], &mut [f32], usize, usize);
 
 /// `out += p · v` (the attention's weighted sum of f32 V rows).
 pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
@@ -89,6 +95,9 @@ pub struct Kernels {
     /// row converted once per two activation rows); else one `vec_dot_f16`
     /// per pair.
     pub tile_f32: Option<TileF32Fn>,
+    /// The same tiles on f16 weight rows, converted in the kernel, where a
+    /// variant has them (used for products with few activation rows).
+    pub tile_f16: Option<TileF16Fn>,
     /// The repacked Q4_0 layout this variant accelerates, if any.
     pub repack: Option<RepackLayout>,
     pub gemv_q4_0_x4i4: GemvFn<BlockQ4_0x4>,
@@ -160,6 +169,7 @@ impl Kernels {
             vec_dot_f16: scalar::vec_dot_f16,
             vec_dot_f32: scalar::vec_dot_f32,
             tile_f32: None,
+            tile_f16: None,
             repack: None,
             gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
             gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,

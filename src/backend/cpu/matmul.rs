@@ -212,27 +212,44 @@ const ACT_CHUNK_BYTES: usize = 16 * 1024;
 /// activation chunks pass (a quarter of a small L2).
 const WEIGHT_BLOCK_BYTES: usize = 128 * 1024;
 
+/// Activation rows up to which f16 weight rows go to the tile as they are
+/// (the kernel converts each value as it loads it): the widest tile takes
+/// six rows, so each weight is converted once or twice either way, and
+/// widening into a buffer first would add a store and a load per value.
+const F16_DIRECT_ROWS: usize = 6;
+
 /// f16 weight rows `rows` times every activation row (f32 holding f16
-/// values), four weight rows (widened to f32) at a time; a group at the end
-/// of the rows repeats its last row, and only the real rows are stored.
+/// values), four weight rows at a time: for a few activation rows straight
+/// from the file (`tile_f16`), else widened to f32 once for all of them
+/// (`tile_f32`). Both give the same bits. A group at the end of the rows
+/// repeats its last row, and only the real rows are stored.
 fn f16_tiles(
+    k: &Kernels,
     w: Mapped,
     rows: std::ops::Range<usize>,
     y: &[f32],
     out: &mut [f32],
     tile: TileF32Fn,
-    widen: fn(&[f16], &mut [f32]),
     piece: &mut Piece,
 ) {
     let (cols, len) = (w.cols, rows.len());
-    let staging = sized(&mut piece.row_f16, cols, f16::ZERO);
+    let staging = sized(&mut piece.row_f16, 4 * cols, f16::ZERO);
+    let row = |j0: usize, t: usize| rows.start + (j0 + t).min(len - 1);
+    let direct = k.tile_f16.filter(|_| y.len() <= F16_DIRECT_ROWS * cols);
+    if let Some(direct) = direct {
+        for j0 in (0..len).step_by(4) {
+            let mut parts = staging.chunks_exact_mut(cols);
+            let wr: [&[f16]; 4] =
+                std::array::from_fn(|t| w.f16_row(row(j0, t), parts.next().expect("four rows")));
+            direct(wr, y, &mut out[j0..], len, (len - j0).min(4));
+        }
+        return;
+    }
     let wide = sized(&mut piece.row_f32, 4 * cols, 0.0);
     for j0 in (0..len).step_by(4) {
-        // Four weight rows widened once (exactly) for all activation rows;
-        // a short last group repeats its last row.
+        // Four weight rows widened once (exactly) for all activation rows.
         for (t, dst) in wide.chunks_exact_mut(cols).enumerate() {
-            let r = rows.start + (j0 + t).min(len - 1);
-            (widen)(w.f16_row(r, staging), dst);
+            (k.widen_f16)(w.f16_row(row(j0, t), &mut staging[..cols]), dst);
         }
         let mut parts = wide.chunks_exact(cols);
         let wr: [&[f32]; 4] = std::array::from_fn(|_| parts.next().expect("four rows"));
@@ -384,7 +401,7 @@ fn float_product(
             let y = &*y;
             split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
                 if let Some(tile) = k.tile_f32 {
-                    f16_tiles(w, rows, y, dst, tile, k.widen_f16, piece);
+                    f16_tiles(k, w, rows, y, dst, tile, piece);
                     return Ok(());
                 }
                 let len = rows.len();

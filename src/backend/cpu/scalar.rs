@@ -76,8 +76,8 @@ pub(crate) fn check_dot4<X, Y>(x: &[X], y: &[&[Y]; 4]) {
 /// activation rows.
 #[inline(always)]
 #[track_caller]
-pub(crate) fn check_tile(
-    w: &[&[f32]; 4],
+pub(crate) fn check_tile<W>(
+    w: &[&[W]; 4],
     x: &[f32],
     out: usize,
     stride: usize,
@@ -94,7 +94,7 @@ pub(crate) fn check_tile(
             && x.len() == n * cols
             && (1..=4).contains(&store)
             && last.is_some_and(|end| end <= out),
-        "tile_f32: weight rows of {:?} against {} activation values, {store} rows stored \
+        "float tile: weight rows of {:?} against {} activation values, {store} rows stored \
          at a stride of {stride} into {out} values",
         w.map(|r| r.len()),
         x.len()
@@ -347,13 +347,30 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
 /// The scalar twin of the SIMD `tile_f32` kernels: each output a plain dot
 /// product accumulated in f64 (the SIMD tiles match it within rounding).
 pub fn tile_f32(w: [&[f32]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    tile(w, x, out, stride, store, |v| v);
+}
+
+/// The scalar twin of the SIMD `tile_f16` kernels (f16 weight rows), as
+/// `tile_f32`.
+pub fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
+    tile(w, x, out, stride, store, f16::to_f32);
+}
+
+fn tile<W: Copy>(
+    w: [&[W]; 4],
+    x: &[f32],
+    out: &mut [f32],
+    stride: usize,
+    store: usize,
+    widen: impl Fn(W) -> f32,
+) {
     check_tile(&w, x, out.len(), stride, store);
     for (i, xi) in x.chunks_exact(w[0].len()).enumerate() {
         for (r, wr) in w.iter().enumerate().take(store) {
             out[i * stride + r] = wr
                 .iter()
                 .zip(xi)
-                .map(|(&a, &b)| a as f64 * b as f64)
+                .map(|(&a, &b)| widen(a) as f64 * b as f64)
                 .sum::<f64>() as f32;
         }
     }
