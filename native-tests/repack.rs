@@ -94,10 +94,18 @@ fn gemm_equals_gemv_per_activation_row() {
                     let split = layout.rows();
                     let mut head = vec![f32::NAN; n * split];
                     let mut rest = vec![f32::NAN; n * (rows - split)];
-                    packed.product_rows(&k, &x, n, 0..split, &mut head).unwrap();
+                    let mut sums = Vec::new();
+                    lamina::backend::cpu::repack_q5_0::activation_sums(&x, &mut sums);
                     packed
-                        .product_rows(&k, &x, n, split..rows, &mut rest)
+                        .product_rows(&k, &x, &sums, n, 0..split, &mut head)
                         .unwrap();
+                    packed
+                        .product_rows(&k, &x, &sums, n, split..rows, &mut rest)
+                        .unwrap();
+                    // Sums that do not match the activations are an error.
+                    assert!(packed
+                        .product_rows(&k, &x, &sums[1..], n, 0..split, &mut head)
+                        .is_err());
                     for i in 0..n {
                         let row = &out[i * rows..(i + 1) * rows];
                         assert_eq!(row[..split], head[i * split..(i + 1) * split]);

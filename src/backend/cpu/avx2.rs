@@ -4,7 +4,7 @@
 
 use std::arch::x86_64::*;
 
-use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
+use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
@@ -511,9 +511,9 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+    gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
         // SAFETY: only reachable through the table built after detecting
-        // avx2, fma and f16c; `gemm_q5_0_in_tiles` slices every `xs` and
+        // avx2, fma and f16c; `gemm_sums_in_tiles` slices every `xs` and
         // `ss` row to `group.len()`, and `res` is typed.
         unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
     });

@@ -10,7 +10,7 @@ use std::arch::x86_64::*;
 use half::f16;
 
 use super::avx2;
-use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
+use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::kernels::Kernels;
 use super::repack::BlockQ4_0x8;
 use super::repack_q4_k::BlockQ4Kx8;
@@ -38,7 +38,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         "the avx512 kernel table needs avx2, fma, f16c, avx512f/bw/vl and avx512vnni, which this CPU lacks"
     );
     Kernels {
-        gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
+        gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums),
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
@@ -49,31 +49,32 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
     }
 }
 
-fn gemm_q4_0_x8i8(
+fn gemm_q4_0_x8i8_sums(
     group: &[BlockQ4_0x8],
     x: &[BlockQ8_0],
+    sums: &[i32],
     n: usize,
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+    gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
         // SAFETY: only reachable through the table built after detecting
-        // the features (`kernels`); `gemm_in_tiles` slices every `xs` row
-        // to `group.len()` blocks, and `res` is typed.
-        unsafe { by_take!(take, gemm_tile_q4_0_x8(group, xs, res)) }
+        // the features (`kernels`); `gemm_sums_in_tiles` slices every `xs`
+        // and `ss` row to `group.len()`, and `res` is typed.
+        unsafe { by_take!(take, gemm_tile_q4_0_x8(group, xs, ss, res)) }
     });
 }
 
 fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32], stride: usize) {
     gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-        // SAFETY: as in `gemm_q4_0_x8i8`.
+        // SAFETY: as in `gemm_q4_0_x8i8_sums`.
         unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
     });
 }
 
 fn gemm_q4_k_x8(group: &[BlockQ4Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
     gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-        // SAFETY: as in `gemm_q4_0_x8i8`.
+        // SAFETY: as in `gemm_q4_0_x8i8_sums`.
         unsafe { by_take!(take, gemm_tile_q4_k_x8(group, xs, res)) }
     });
 }
@@ -86,8 +87,8 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
-        // SAFETY: as in `gemm_q4_0_x8i8`; every `ss` row is sliced to
+    gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+        // SAFETY: as in `gemm_q4_0_x8i8_sums`; every `ss` row is sliced to
         // `group.len()` as well.
         unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }
     });
@@ -95,7 +96,7 @@ fn gemm_q5_0_x8(
 
 fn gemm_q6_k_x8(group: &[BlockQ6Kx8], x: &[BlockQ8K], n: usize, out: &mut [f32], stride: usize) {
     gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-        // SAFETY: as in `gemm_q4_0_x8i8`.
+        // SAFETY: as in `gemm_q4_0_x8i8_sums`.
         unsafe { by_take!(take, gemm_tile_q6_k_x8(group, xs, res)) }
     });
 }
@@ -544,54 +545,47 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
 }
 
 /// Eight repacked Q4_0 rows times `A` (1..=4) activation rows, all eight
-/// rows in one 512-bit vector. `vpdpbusd` wants one operand unsigned: here
-/// the activations, moved up by 128 (a sign-bit flip), against the signed
-/// weights q − 8. So each lane sums (a + 128)·(q − 8), and 128 × Σ (q − 8),
-/// which depends on the weights alone, is taken once per group block and
-/// subtracted. Each row's block sum is exact (16
-/// products of at most 255·8 per lane), and the float steps are
-/// `avx2::gemm_tile_x8i8`'s, so the results equal it bit for bit.
+/// rows in one 512-bit vector. `vpdpbusd` takes the weights' nibbles as
+/// stored (q, unsigned) against the signed activations, so each lane sums
+/// q·y, and 8·Σy, the same for all eight rows, comes off once the lane
+/// pairs are added (`ss`: the activation blocks' sums). Nothing is flipped
+/// or offset per activation run. Each row's block sum Σ (q − 8)·y is exact,
+/// and the float steps are `avx2::gemm_tile_x8i8`'s, so the results equal
+/// it (and the scalar twin) bit for bit.
 ///
 /// # Safety
 /// The CPU must have the features `detected` checks. `A` must be 1..=4 and
-/// each of the first `A` rows of `xs` at least `group.len()` blocks long.
+/// each of the first `A` rows of `xs` and `ss` at least `group.len()` long.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn gemm_tile_q4_0_x8<const A: usize>(
     group: &[BlockQ4_0x8],
     xs: &[&[BlockQ8_0]; 4],
+    ss: &[&[i32]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
     let low_mask = _mm512_set1_epi8(0x0F);
-    let eights = _mm512_set1_epi8(8);
-    let flip = _mm512_set1_epi8(-128);
+    let zero = _mm512_setzero_si512();
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        // w[k][nib]: the eight rows' values 16·nib + 8k.., less 8.
+        // w[k][nib]: the eight rows' values 16·nib + 8k.. as stored (q).
         let w: [[__m512i; 2]; 2] = std::array::from_fn(|k| {
             let q = _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast());
             [
-                _mm512_sub_epi8(_mm512_and_si512(q, low_mask), eights),
-                _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask), eights),
+                _mm512_and_si512(q, low_mask),
+                _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
             ]
         });
-        // −128 × Σ (q − 8) per lane. (Each sum here and below runs as two
-        // independent chains of `vpdpbusd`, whose latency is long; integer
-        // sums, so the order changes nothing.)
-        let zero = _mm512_setzero_si512();
-        let chains =
-            w.map(|w| _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, flip, w[0]), flip, w[1]));
-        let correction = _mm512_sub_epi32(zero, _mm512_add_epi32(chains[0], chains[1]));
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
             let y = &xs[j][bi];
-            let ya =
-                |k: usize, nib: usize| _mm512_xor_si512(run_of_8(&y.qs, 16 * nib + 8 * k), flip);
+            // Two independent chains of `vpdpbusd` (their latency is long;
+            // integer sums, so the order changes nothing).
             let chains: [__m512i; 2] = [0, 1].map(|k| {
-                let first = _mm512_dpbusd_epi32(zero, ya(k, 0), w[k][0]);
-                _mm512_dpbusd_epi32(first, ya(k, 1), w[k][1])
+                let first = _mm512_dpbusd_epi32(zero, w[k][0], run_of_8(&y.qs, 8 * k));
+                _mm512_dpbusd_epi32(first, w[k][1], run_of_8(&y.qs, 16 + 8 * k))
             });
-            let sum = _mm512_add_epi32(_mm512_add_epi32(chains[0], chains[1]), correction);
-            let rows = add_lane_pairs(sum);
+            let rows = add_lane_pairs(_mm512_add_epi32(chains[0], chains[1]));
+            let rows = _mm256_sub_epi32(rows, _mm256_set1_epi32(8 * ss[j][bi]));
             let scaled = _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
                 _mm256_set1_ps(avx2::fp16(y.d)),

@@ -10,7 +10,7 @@
 use std::arch::x86_64::*;
 
 use super::avx2;
-use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
+use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::kernels::Kernels;
 use super::repack::BlockQ4_0x8;
 use super::repack_q4_k::BlockQ4Kx8;
@@ -81,7 +81,7 @@ fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+    gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
         // SAFETY: as in `gemm_q4_0_x8i8`; every `ss` row is sliced to
         // `group.len()` as well.
         unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, ss, res)) }

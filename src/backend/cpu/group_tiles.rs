@@ -5,7 +5,7 @@
 //! `neon_groups`, `neon_q4_0`).
 
 use super::repack::check_gemm;
-use super::repack_q5_0::{check_group, BlockQ5_0x8};
+use super::repack_q5_0::check_group;
 use crate::tensor::blocks::BlockQ8_0;
 
 /// Runs `tile(rows, take, res)` over the `n` activation rows four at a
@@ -83,13 +83,14 @@ macro_rules! by_take {
 }
 pub(crate) use by_take;
 
-/// `gemm_in_tiles` for Q5_0 groups, whose kernels also take the
-/// activation blocks' sums: `repack_q5_0::check_group`, then `tile(take,
-/// xs, ss, res)` over the activation rows four at a time, each `xs` and
-/// `ss` row sliced to the group's length.
+/// `gemm_in_tiles` for eight-row groups whose kernels also take the
+/// activation blocks' sums (Q5_0; Q4_0 on avx512):
+/// `repack_q5_0::check_group`, then `tile(take, xs, ss, res)` over the
+/// activation rows four at a time, each `xs` and `ss` row sliced to the
+/// group's length.
 #[inline(always)]
-pub fn gemm_q5_0_in_tiles(
-    group: &[BlockQ5_0x8],
+pub fn gemm_sums_in_tiles<G>(
+    group: &[G],
     x: &[BlockQ8_0],
     sums: &[i32],
     n: usize,

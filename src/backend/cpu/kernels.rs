@@ -21,9 +21,12 @@ pub type GemvFn<G> = fn(&[G], &[BlockQ8_0], &mut [f32]);
 /// One group of repacked rows times `n` activation rows stored one after the
 /// other; output `r` of activation row `i` goes to `out[i * stride + r]`.
 pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
-/// `GemmFn` for eight repacked Q5_0 rows, with each activation block's sum
-/// of quants (`repack_q5_0::activation_sums`).
-pub type GemmQ5_0Fn = fn(&[BlockQ5_0x8], &[BlockQ8_0], &[i32], usize, &mut [f32], usize);
+/// `GemmFn` with each activation block's sum of quants
+/// (`repack_q5_0::activation_sums`), for kernels that take an offset off
+/// the weights through them.
+pub type GemmSumsFn<G> = fn(&[G], &[BlockQ8_0], &[i32], usize, &mut [f32], usize);
+/// `GemmSumsFn` for eight repacked Q5_0 rows.
+pub type GemmQ5_0Fn = GemmSumsFn<BlockQ5_0x8>;
 /// `GemmFn` for eight repacked Q4_K rows, with Q8_K activations.
 pub type GemmQ4KFn = fn(&[BlockQ4Kx8], &[BlockQ8K], usize, &mut [f32], usize);
 /// `GemmFn` for eight repacked Q6_K rows, with Q8_K activations.
@@ -107,6 +110,9 @@ pub struct Kernels {
     pub gemm_q4_0_x4i4: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
+    /// The same product taking the activation blocks' sums, where a
+    /// variant's kernel wants them (then used instead of `gemm_q4_0_x8i8`).
+    pub gemm_q4_0_x8i8_sums: Option<GemmSumsFn<BlockQ4_0x8>>,
     /// Eight interleaved Q5_0 rows at once, where a variant has it: Q5_0
     /// weights are then repacked at load (`repack_q5_0`).
     pub gemm_q5_0_x8: Option<GemmQ5_0Fn>,
@@ -177,6 +183,7 @@ impl Kernels {
             gemm_q4_0_x4i4: None,
             gemm_q4_0_x4i8: None,
             gemm_q4_0_x8i8: None,
+            gemm_q4_0_x8i8_sums: None,
             gemm_q5_0_x8: None,
             gemm_q4_k_x8: None,
             gemm_q6_k_x8: None,

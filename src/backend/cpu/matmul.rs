@@ -470,6 +470,35 @@ fn float_product(
     }
 }
 
+/// A product whose kernels take the Q8_0 activation rows with each block's
+/// sum (`activation_sums`, computed once here for every thread's piece):
+/// `product(y, sums, rows, out)` runs on the workers as in `split_rows`.
+#[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
+fn with_sums<F>(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    x: &[f32],
+    cols: usize,
+    rows: usize,
+    n: usize,
+    out: &mut [f32],
+    product: F,
+) -> Result<()>
+where
+    F: Fn(&[BlockQ8_0], &[i32], std::ops::Range<usize>, &mut [f32]) -> Result<()> + Sync + Send,
+{
+    let Scratch { acts, pieces } = s;
+    let mut sums = std::mem::take(&mut acts.sums);
+    let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
+    activation_sums(y, &mut sums);
+    let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
+        product(y, &sums, rows, dst)
+    });
+    acts.sums = sums;
+    result
+}
+
 /// The backend's product scratch, kept between calls.
 #[derive(Default)]
 pub(super) struct Scratch {
@@ -508,23 +537,28 @@ pub(super) fn mul_mat(
             with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
                 float => float_product(k, workers, s, mapped, dtype, x, n, out))
         }
-        Storage::Repacked(Repacked::Q4_0(p)) => {
-            let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, &mut s.acts);
-            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
-                p.product_rows(k, y, n, rows, dst)
-            })
-        }
-        Storage::Repacked(Repacked::Q5_0(p)) => {
-            let Scratch { acts, pieces } = s;
-            let mut sums = std::mem::take(&mut acts.sums);
-            let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
-            activation_sums(y, &mut sums);
-            let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
-                p.product_rows(k, y, &sums, n, rows, dst)
-            });
-            acts.sums = sums;
-            result
-        }
+        Storage::Repacked(Repacked::Q4_0(p)) => with_sums(
+            k,
+            workers,
+            s,
+            x,
+            cols,
+            rows,
+            n,
+            out,
+            |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
+        ),
+        Storage::Repacked(Repacked::Q5_0(p)) => with_sums(
+            k,
+            workers,
+            s,
+            x,
+            cols,
+            rows,
+            n,
+            out,
+            |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
+        ),
         Storage::Repacked(Repacked::Q4K(p)) => {
             let y = quantize_rows::<BlockQ8K>(k, workers, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {

@@ -14,7 +14,7 @@
 
 use std::arch::aarch64::*;
 
-use super::group_tiles::{by_take, gemm_in_tiles, gemm_q5_0_in_tiles};
+use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::neon::{f16x8_to_f32, fp16, sdot16};
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
@@ -53,7 +53,7 @@ pub(super) fn gemm_q5_0_x8(
 ) {
     // The activation sums serve kernels that take the values unsigned; this
     // one makes them signed in the weights' vectors.
-    gemm_q5_0_in_tiles(group, x, sums, n, out, stride, |take, xs, _, res| {
+    gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, _, res| {
         // SAFETY: as in `gemm_q8_0_x8`.
         unsafe { by_take!(take, gemm_tile_q5_0_x8(group, xs, res)) }
     });

@@ -21,6 +21,7 @@ use half::f16;
 
 use super::features::{CpuFeatures, Feature};
 use super::kernels::{GemmFn, GemvFn, Kernels};
+use super::repack_q5_0::activation_sums;
 use super::variant::CpuVariant;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ4_0, BlockQ8_0, QK};
@@ -219,7 +220,7 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        self.product_rows(k, x, 1, 0..self.rows, out)
+        self.product_rows(k, x, &sums_of(x), 1, 0..self.rows, out)
     }
 
     /// out[i][r] = row r · x[i] for `n` activation rows stored one after
@@ -237,8 +238,15 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        self.product_rows(k, x, n, 0..self.rows, out)
+        self.product_rows(k, x, &sums_of(x), n, 0..self.rows, out)
     }
+}
+
+/// `activation_sums(x)` as a new vector.
+fn sums_of(x: &[BlockQ8_0]) -> Vec<i32> {
+    let mut sums = Vec::new();
+    activation_sums(x, &mut sums);
+    sums
 }
 
 impl RepackedQ4_0 {
@@ -254,11 +262,13 @@ impl RepackedQ4_0 {
     /// Rows `rows` of the product with `n` activation rows: `out[i * len + j]`
     /// = row `rows.start + j` · activation row `i`, where `len = rows.len()`.
     /// The range must start and end at group boundaries (or end at the last
-    /// row), so threads split a matrix between whole groups.
+    /// row), so threads split a matrix between whole groups. `sums` are
+    /// `activation_sums(x)`, for the kernels that take them.
     pub fn product_rows(
         &self,
         k: &Kernels,
         x: &[BlockQ8_0],
+        sums: &[i32],
         n: usize,
         rows: std::ops::Range<usize>,
         out: &mut [f32],
@@ -270,6 +280,7 @@ impl RepackedQ4_0 {
             || (rows.end % r != 0 && rows.end != self.rows)
             || rows.end > self.rows
             || x.len() != n * per_row
+            || sums.len() != x.len()
             || out.len() != n * len
         {
             return Err(Error::InvalidArgument(format!(
@@ -286,10 +297,17 @@ impl RepackedQ4_0 {
                     let (gemm, gemv) = self.kernels_x4(k);
                     groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
                 }
-                Groups::X8(g) => {
-                    let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
-                    groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
-                }
+                Groups::X8(g) => match k.gemm_q4_0_x8i8_sums.filter(|_| n > 1) {
+                    Some(gemm) => {
+                        for (g, group) in g[groups].chunks_exact(per_row).enumerate() {
+                            gemm(group, x, sums, n, &mut out[g * r..], len);
+                        }
+                    }
+                    None => {
+                        let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
+                        groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
+                    }
+                },
             }
         }
         for row in rows.start.max(whole)..rows.end {

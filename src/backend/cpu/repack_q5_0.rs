@@ -121,13 +121,14 @@ pub fn activation_sums(x: &[BlockQ8_0], out: &mut Vec<i32>) {
     );
 }
 
-/// Panics unless the arguments of a group kernel fit together: `x` holds `n`
-/// rows of `group.len()` blocks, `sums` one value per block of `x`, and `out`
-/// reaches output 7 of activation row `n - 1` (`check_gemm`).
+/// Panics unless the arguments of an eight-row group kernel that takes
+/// activation sums fit together: `x` holds `n` rows of `group.len()`
+/// blocks, `sums` one value per block of `x`, and `out` reaches output 7 of
+/// activation row `n - 1` (`check_gemm`).
 #[inline(always)]
 #[track_caller]
-pub(crate) fn check_group(
-    group: &[BlockQ5_0x8],
+pub(crate) fn check_group<G>(
+    group: &[G],
     x: &[BlockQ8_0],
     sums: &[i32],
     n: usize,
@@ -138,7 +139,7 @@ pub(crate) fn check_group(
     assert_eq!(
         sums.len(),
         x.len(),
-        "q5_0x8: {} activation sums for {} blocks",
+        "group kernel: {} activation sums for {} blocks",
         sums.len(),
         x.len()
     );
