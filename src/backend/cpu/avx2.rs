@@ -52,7 +52,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_iq4_nl_q8_0,
         vec_dot_iq4_xs_q8_k,
         gemv_q4_0_x8i8,
-        gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
+        gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
@@ -553,16 +553,18 @@ fn vec_dot4_q6_k_q8_k(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
     // SAFETY: as `vec_dot4_q4_k_q8_k`.
     unsafe { q6_k4_impl(x, y) }
 }
-fn gemm_q4_0_x8i8(
+fn gemm_q4_0_x8i8_sums(
     group: &[BlockQ4_0x8],
     x: &[BlockQ8_0],
+    sums: &[i32],
     n: usize,
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-        // SAFETY: as in `gemm_q4_k_x8`.
-        unsafe { by_take!(take, gemm_tile_x8i8(group, xs, res)) }
+    gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+        // SAFETY: as in `gemm_q4_k_x8`; every `ss` row is sliced to
+        // `group.len()` as well.
+        unsafe { by_take!(take, gemm_tile_x8i8(group, xs, ss, res)) }
     });
 }
 fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
@@ -1537,21 +1539,26 @@ unsafe fn tile_f32_impl(w: [&[f32]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
     out
 }
 
-/// Eight repacked rows times `A` (1..=4) activation rows: each weight block is
-/// loaded and unpacked once for all of them. Per block the integer sums are
-/// exact and scaled in `vec_dot`'s order, as in the GEMV.
+/// Eight repacked Q4_0 rows times `A` (1..=4) activation rows: each weight
+/// block is loaded and unpacked once for all of them, to its nibbles q
+/// (unsigned, as stored), so `maddubs` takes them against the signed
+/// activations without sign tricks (pairs summed in 16 bits: |sum| <=
+/// 4·15·128 < 2^15), and 8 × the activation block's sum (`ss`) comes off
+/// in 32 bits: each row's exact Σ (q − 8)·y, scaled in `vec_dot`'s order,
+/// as in the GEMV.
 ///
 /// # Safety
-/// The CPU must have avx2, fma and f16c. `A` must be 1..=4 and each of the first `A` rows
-/// of `xs` at least `group.len()` blocks long (indexed with bounds checks).
+/// The CPU must have avx2, fma and f16c. `A` must be 1..=4 and each of the
+/// first `A` rows of `xs` and `ss` at least `group.len()` long (indexed
+/// with bounds checks).
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn gemm_tile_x8i8<const A: usize>(
     group: &[BlockQ4_0x8],
     xs: &[&[BlockQ8_0]; 4],
+    ss: &[&[i32]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
     let low_mask = _mm256_set1_epi8(0x0F);
-    let eight = _mm256_set1_epi8(8);
     let ones = _mm256_set1_epi16(1);
     let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     let mut acc = [_mm256_setzero_ps(); A];
@@ -1560,10 +1567,8 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
         for k in 0..2 {
             for half in 0..2 {
                 let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
-                let lo = _mm256_sub_epi8(_mm256_and_si256(q, low_mask), eight);
-                let hi =
-                    _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask), eight);
-                let (alo, ahi) = (_mm256_sign_epi8(lo, lo), _mm256_sign_epi8(hi, hi));
+                let lo = _mm256_and_si256(q, low_mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
                 for (j, sum) in sums.iter_mut().enumerate() {
                     let y = &xs[j][bi];
                     let ylo =
@@ -1572,8 +1577,8 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
                         y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
                     );
                     let pairs = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(alo, _mm256_sign_epi8(ylo, lo)),
-                        _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(yhi, hi)),
+                        _mm256_maddubs_epi16(lo, ylo),
+                        _mm256_maddubs_epi16(hi, yhi),
                     );
                     sum[half] = _mm256_add_epi32(sum[half], _mm256_madd_epi16(pairs, ones));
                 }
@@ -1583,6 +1588,7 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
         for (j, a) in acc.iter_mut().enumerate() {
             let rows =
                 _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[j][0], sums[j][1]), order);
+            let rows = _mm256_sub_epi32(rows, _mm256_set1_epi32(8 * ss[j][bi]));
             let scaled = _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
                 _mm256_set1_ps(fp16(xs[j][bi].d)),

@@ -36,6 +36,9 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
     );
     Kernels {
         gemm_q4_0_x8i8: Some(gemm_q4_0_x8i8),
+        // Its own Q4_0 kernel (activations flipped per run for `vpdpbusd`)
+        // rather than AVX2's, which takes the activation sums.
+        gemm_q4_0_x8i8_sums: None,
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
