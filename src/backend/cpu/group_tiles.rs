@@ -99,6 +99,13 @@ pub fn gemm_sums_in_tiles<G>(
     mut tile: impl FnMut(usize, &[&[BlockQ8_0]; 4], &[&[i32]; 4], &mut [[f32; 8]; 4]),
 ) {
     check_group(group, x, sums, n, out, stride);
+    if n == 1 {
+        // A GEMV (every generated token), as in `gemm_in_tiles`.
+        let mut res = [[0f32; 8]; 4];
+        tile(1, &[x; 4], &[sums; 4], &mut res);
+        out[..8].copy_from_slice(&res[0]);
+        return;
+    }
     let per_row = group.len();
     let row = |a: usize| &x[a * per_row..][..per_row];
     let sums_of = |a: usize| &sums[a * per_row..][..per_row];

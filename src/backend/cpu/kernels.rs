@@ -111,7 +111,8 @@ pub struct Kernels {
     pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
     /// The same product taking the activation blocks' sums, where a
-    /// variant's kernel wants them (then used instead of `gemm_q4_0_x8i8`).
+    /// variant's kernel wants them: then used instead of `gemm_q4_0_x8i8`
+    /// and `gemv_q4_0_x8i8`, for any number of activation rows.
     pub gemm_q4_0_x8i8_sums: Option<GemmSumsFn<BlockQ4_0x8>>,
     /// Eight interleaved Q5_0 rows at once, where a variant has it: Q5_0
     /// weights are then repacked at load (`repack_q5_0`).

@@ -297,7 +297,9 @@ impl RepackedQ4_0 {
                     let (gemm, gemv) = self.kernels_x4(k);
                     groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
                 }
-                Groups::X8(g) => match k.gemm_q4_0_x8i8_sums.filter(|_| n > 1) {
+                Groups::X8(g) => match k.gemm_q4_0_x8i8_sums {
+                    // Its kernel takes one activation row as well (the
+                    // frame goes straight to it), so no GEMV is needed.
                     Some(gemm) => {
                         for (g, group) in g[groups].chunks_exact(per_row).enumerate() {
                             gemm(group, x, sums, n, &mut out[g * r..], len);
