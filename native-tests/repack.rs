@@ -102,10 +102,10 @@ fn gemm_equals_gemv_per_activation_row() {
                     packed
                         .product_rows(&k, &x, &sums, n, split..rows, &mut rest)
                         .unwrap();
-                    // Sums that do not match the activations are an error.
-                    assert!(packed
-                        .product_rows(&k, &x, &sums[1..], n, 0..split, &mut head)
-                        .is_err());
+                    // Where the kernel reads them, sums that do not match
+                    // the activations are an error; elsewhere not read.
+                    let short = packed.product_rows(&k, &x, &sums[1..], n, 0..split, &mut head);
+                    assert_eq!(short.is_err(), packed.wants_sums(&k));
                     for i in 0..n {
                         let row = &out[i * rows..(i + 1) * rows];
                         assert_eq!(row[..split], head[i * split..(i + 1) * split]);

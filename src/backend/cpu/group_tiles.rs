@@ -84,7 +84,7 @@ macro_rules! by_take {
 pub(crate) use by_take;
 
 /// `gemm_in_tiles` for eight-row groups whose kernels also take the
-/// activation blocks' sums (Q5_0; Q4_0 on avx512):
+/// activation blocks' sums (Q5_0; Q4_0 on AVX2 and avx512):
 /// `repack_q5_0::check_group`, then `tile(take, xs, ss, res)` over the
 /// activation rows four at a time, each `xs` and `ss` row sliced to the
 /// group's length.

@@ -471,8 +471,9 @@ fn float_product(
 }
 
 /// A product whose kernels take the Q8_0 activation rows with each block's
-/// sum (`activation_sums`, computed once here for every thread's piece):
-/// `product(y, sums, rows, out)` runs on the workers as in `split_rows`.
+/// sum (`activation_sums`, computed once per product for every thread's
+/// piece, where `wanted`; else `sums` is empty): `product(y, sums, rows, out)` runs
+/// on the workers as in `split_rows`.
 #[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
 fn with_sums<F>(
     k: &Kernels,
@@ -483,6 +484,7 @@ fn with_sums<F>(
     rows: usize,
     n: usize,
     out: &mut [f32],
+    wanted: bool,
     product: F,
 ) -> Result<()>
 where
@@ -491,7 +493,11 @@ where
     let Scratch { acts, pieces } = s;
     let mut sums = std::mem::take(&mut acts.sums);
     let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
-    activation_sums(y, &mut sums);
+    if wanted {
+        activation_sums(y, &mut sums);
+    } else {
+        sums.clear();
+    }
     let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
         product(y, &sums, rows, dst)
     });
@@ -546,6 +552,7 @@ pub(super) fn mul_mat(
             rows,
             n,
             out,
+            p.wants_sums(k),
             |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
         ),
         Storage::Repacked(Repacked::Q5_0(p)) => with_sums(
@@ -557,6 +564,7 @@ pub(super) fn mul_mat(
             rows,
             n,
             out,
+            true,
             |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
         ),
         Storage::Repacked(Repacked::Q4K(p)) => {

@@ -250,6 +250,12 @@ fn sums_of(x: &[BlockQ8_0]) -> Vec<i32> {
 }
 
 impl RepackedQ4_0 {
+    /// Whether `product_rows` reads the activation blocks' sums: where the
+    /// variant's kernel for this layout takes them (AVX2, avx512).
+    pub fn wants_sums(&self, k: &Kernels) -> bool {
+        matches!(self.groups, Groups::X8(_)) && k.gemm_q4_0_x8i8_sums.is_some()
+    }
+
     /// The variant's kernels for a four-row layout: its matrix-matrix one,
     /// if it has one for this layout, and its GEMV.
     fn kernels_x4(&self, k: &Kernels) -> (Option<GemmFn<BlockQ4_0x4>>, GemvFn<BlockQ4_0x4>) {
@@ -263,7 +269,7 @@ impl RepackedQ4_0 {
     /// = row `rows.start + j` · activation row `i`, where `len = rows.len()`.
     /// The range must start and end at group boundaries (or end at the last
     /// row), so threads split a matrix between whole groups. `sums` are
-    /// `activation_sums(x)`, for the kernels that take them.
+    /// `activation_sums(x)` where `wants_sums`, else not read (may be empty).
     pub fn product_rows(
         &self,
         k: &Kernels,
@@ -280,7 +286,7 @@ impl RepackedQ4_0 {
             || (rows.end % r != 0 && rows.end != self.rows)
             || rows.end > self.rows
             || x.len() != n * per_row
-            || sums.len() != x.len()
+            || (self.wants_sums(k) && sums.len() != x.len())
             || out.len() != n * len
         {
             return Err(Error::InvalidArgument(format!(
