@@ -263,6 +263,38 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
         be.silu_mul(&mut g, &x[..203]).unwrap();
         g
     });
+    // GELU (a table lookup at the f16 rounding of the input) over ±15,
+    // both cut-offs and values next to them, zeros, infinities and inputs
+    // whose f16 rounding is subnormal; a remainder for every SIMD width.
+    let mut gelu_in: Vec<f32> = ggml_test_values(25, 224)[..200]
+        .iter()
+        .map(|v| v * 15.0)
+        .collect();
+    gelu_in.extend([
+        -10.0,
+        10.0,
+        -9.999,
+        9.999,
+        -10.001,
+        10.001,
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        3e-6,
+        -5e-8,
+        6.1e-5,
+    ]);
+    each_backend("gelu wide", true, gelu_in.len(), |be| {
+        let mut g = gelu_in.clone();
+        be.gelu(&mut g).unwrap();
+        g
+    });
+    each_backend("gelu_mul wide", true, gelu_in.len(), |be| {
+        let mut g = gelu_in.clone();
+        be.gelu_mul(&mut g, &x[..gelu_in.len()]).unwrap();
+        g
+    });
     // Wrong shapes are errors.
     let w = ggml_test_values(22, d);
     let mut be = scalar().create_backend(1).unwrap();

@@ -61,6 +61,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         wsum_f16,
         axpy_f32,
         silu_mul,
+        gelu,
+        gelu_mul,
         widen_f16,
         scores_f32: Some(scores_f32),
         wsum_f32: Some(wsum_f32),
@@ -348,6 +350,77 @@ unsafe fn silu_mul_impl(gate: &mut [f32], up: &[f32]) {
         );
     }
     super::rows::silu_mul(gs.into_remainder(), us.remainder());
+}
+
+fn gelu(x: &mut [f32]) {
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; the kernel loads and stores whole chunks of the slice,
+    // and gathers within the GELU table (`gelu8`).
+    unsafe { gelu_impl(x) }
+}
+
+fn gelu_mul(gate: &mut [f32], up: &[f32]) {
+    // SAFETY: as `gelu`.
+    unsafe { gelu_mul_impl(gate, up) }
+}
+
+/// `rows::gelu` eight at a time: the same table, indexed by the same f16
+/// rounding (`vcvtps2ph`, to nearest even), so bit-equal.
+///
+/// # Safety
+/// AVX2 (module note).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gelu_impl(x: &mut [f32]) {
+    let table = super::rows::gelu_table();
+    let mut xs = x.chunks_exact_mut(8);
+    for v in &mut xs {
+        let x = _mm256_loadu_ps(v.as_ptr());
+        _mm256_storeu_ps(v.as_mut_ptr(), gelu8(x, table, _mm256_set1_ps(1.0)));
+    }
+    super::rows::gelu(xs.into_remainder());
+}
+
+/// `rows::gelu_mul` eight at a time, as `gelu_impl`.
+///
+/// # Safety
+/// AVX2 (module note).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gelu_mul_impl(gate: &mut [f32], up: &[f32]) {
+    let table = super::rows::gelu_table();
+    let mut gs = gate.chunks_exact_mut(8);
+    let mut us = up.chunks_exact(8);
+    for (g, u) in (&mut gs).zip(&mut us) {
+        let x = _mm256_loadu_ps(g.as_ptr());
+        let u = _mm256_loadu_ps(u.as_ptr());
+        _mm256_storeu_ps(g.as_mut_ptr(), gelu8(x, table, u));
+    }
+    super::rows::gelu_mul(gs.into_remainder(), us.remainder());
+}
+
+/// GELU of eight lanes times `u`, as `rows::gelu_mul` computes it: 0 at or
+/// below -10, x·u at or above 10, else the table's value at x rounded to
+/// f16, times u. The table's f16 entries are gathered as 32-bit words at
+/// their byte offsets (the table has an entry past the last input for the
+/// top half of the last word) and cut to their low 16 bits.
+///
+/// # Safety
+/// AVX2 (module note); `table` must be `rows::gelu_table()`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn gelu8(x: __m256, table: &[half::f16], u: __m256) -> __m256 {
+    assert!(table.len() > u16::MAX as usize + 1);
+    let bits = _mm256_cvtepu16_epi32(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x));
+    let words = _mm256_i32gather_epi32::<2>(table.as_ptr().cast(), bits);
+    let halves = _mm256_and_si256(words, _mm256_set1_epi32(0xFFFF));
+    let packed = _mm_packus_epi32(
+        _mm256_castsi256_si128(halves),
+        _mm256_extracti128_si256::<1>(halves),
+    );
+    let looked_up = _mm256_cvtph_ps(packed);
+    let high = _mm256_cmp_ps::<_CMP_GE_OQ>(x, _mm256_set1_ps(10.0));
+    let low = _mm256_cmp_ps::<_CMP_LE_OQ>(x, _mm256_set1_ps(-10.0));
+    let y = _mm256_mul_ps(_mm256_blendv_ps(looked_up, x, high), u);
+    _mm256_andnot_ps(low, y)
 }
 
 /// `rows::exp` on eight lanes, step for step (separate multiplies and adds:

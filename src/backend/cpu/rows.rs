@@ -110,7 +110,9 @@ pub fn gelu_mul(gate: &mut [f32], up: &[f32]) {
     }
 }
 
-fn gelu_table() -> &'static [f16] {
+/// ggml's GELU table: every f16 input's result as an f16, and one entry
+/// more (zero), since SIMD gathers read four bytes at an entry.
+pub(super) fn gelu_table() -> &'static [f16] {
     static TABLE: std::sync::OnceLock<Vec<f16>> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         const SQRT_2_OVER_PI: f32 = 0.797_884_6;
@@ -121,6 +123,7 @@ fn gelu_table() -> &'static [f16] {
                 let y = 0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + COEF_A * x * x)).tanh());
                 f16::from_f32(y)
             })
+            .chain([f16::ZERO])
             .collect()
     })
 }
