@@ -1,11 +1,12 @@
 // Random parameter objects through the packed npm package, for a fixed time
-// (LAMINA_PARAMS_SECONDS, 40 by default) from a seed (LAMINA_PARAMS_SEED, or
-// one drawn and printed): llama.rn's names with values of every JS type
-// (NaN, infinities, negatives, fractions, huge numbers, strings, arrays,
-// objects, null) and unknown keys, to loadModel, completion, embedding,
-// rerank, tokenize, detokenize and bench. Every call must resolve or reject
-// with an Error carrying a message; none may panic the engine or run it out
-// of memory; and afterwards the model still gives llama.cpp's greedy ids.
+// (LAMINA_PARAMS_SECONDS, 60 by default: a minute, as each fuzz target)
+// from a seed (LAMINA_PARAMS_SEED, or one drawn and printed): llama.rn's
+// names with values of every JS type (NaN, infinities, negatives,
+// fractions, huge numbers, strings, arrays, objects, null) and unknown keys,
+// to loadModel, completion, embedding, rerank, tokenize, detokenize and
+// bench. Every call must resolve or reject with an Error carrying a
+// message; none may panic the engine or run it out of memory; and
+// afterwards the model still gives llama.cpp's greedy ids.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -13,7 +14,7 @@ import { existsSync } from 'node:fs';
 import { loadModel } from 'lamina';
 
 const repo = process.env.LAMINA_REPO;
-const SECONDS = Number(process.env.LAMINA_PARAMS_SECONDS ?? 40);
+const SECONDS = Number(process.env.LAMINA_PARAMS_SECONDS ?? 60);
 const SEED = Number(process.env.LAMINA_PARAMS_SEED ?? Math.floor(Math.random() * 2 ** 32));
 
 async function bytesOf(name) {
