@@ -1498,24 +1498,19 @@ unsafe fn vec_dot_f16_impl(x: &[half::f16], y: &[half::f16]) -> f32 {
 }
 
 fn tile_f16(w: [&[half::f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
-    super::scalar::check_tile(&w, x, out.len(), stride, store);
-    let cols = w[0].len();
-    for (r, wr) in w.iter().enumerate().take(store) {
-        for (i, xs) in x.chunks(4 * cols).enumerate() {
-            let out = &mut out[4 * i * stride + r..];
-            // SAFETY: only reachable through the table built after
-            // detecting avx2, fma and f16c; checked above: `xs` holds whole
-            // rows as long as `wr`, and `out` is indexed with checks.
-            unsafe {
-                match xs.len() / cols {
-                    4 => row_f16::<4>(wr, xs, out, stride),
-                    3 => row_f16::<3>(wr, xs, out, stride),
-                    2 => row_f16::<2>(wr, xs, out, stride),
-                    _ => row_f16::<1>(wr, xs, out, stride),
-                }
+    super::scalar::f16_rows_in_chunks(w, x, out, stride, store, 4, |wr, xs, out| {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; the frame checked the shapes: `xs` holds whole
+        // rows as long as `wr`, and `out` is indexed with checks.
+        unsafe {
+            match xs.len() / wr.len() {
+                4 => row_f16::<4>(wr, xs, out, stride),
+                3 => row_f16::<3>(wr, xs, out, stride),
+                2 => row_f16::<2>(wr, xs, out, stride),
+                _ => row_f16::<1>(wr, xs, out, stride),
             }
         }
-    }
+    });
 }
 
 /// One f16 weight row times `C` (1..=4) activation rows, converting 8

@@ -111,26 +111,21 @@ fn tile_f32(w: [&[f32]; 4], x: &[f32], out: &mut [f32], stride: usize, store: us
 }
 
 fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: usize) {
-    super::scalar::check_tile(&w, x, out.len(), stride, store);
-    let cols = w[0].len();
-    for (r, wr) in w.iter().enumerate().take(store) {
-        for (i, xs) in x.chunks(6 * cols).enumerate() {
-            let out = &mut out[6 * i * stride + r..];
-            // SAFETY: only reachable through the table built after
-            // detecting the features (`kernels`); checked above: `xs` holds
-            // whole rows as long as `wr`, and `out` is indexed with checks.
-            unsafe {
-                match xs.len() / cols {
-                    6 => row_f16::<6>(wr, xs, out, stride),
-                    5 => row_f16::<5>(wr, xs, out, stride),
-                    4 => row_f16::<4>(wr, xs, out, stride),
-                    3 => row_f16::<3>(wr, xs, out, stride),
-                    2 => row_f16::<2>(wr, xs, out, stride),
-                    _ => row_f16::<1>(wr, xs, out, stride),
-                }
+    super::scalar::f16_rows_in_chunks(w, x, out, stride, store, 6, |wr, xs, out| {
+        // SAFETY: only reachable through the table built after detecting
+        // the features (`kernels`); the frame checked the shapes: `xs` holds
+        // whole rows as long as `wr`, and `out` is indexed with checks.
+        unsafe {
+            match xs.len() / wr.len() {
+                6 => row_f16::<6>(wr, xs, out, stride),
+                5 => row_f16::<5>(wr, xs, out, stride),
+                4 => row_f16::<4>(wr, xs, out, stride),
+                3 => row_f16::<3>(wr, xs, out, stride),
+                2 => row_f16::<2>(wr, xs, out, stride),
+                _ => row_f16::<1>(wr, xs, out, stride),
             }
         }
-    }
+    });
 }
 
 /// One f16 weight row times `C` (1..=6) activation rows, converting 16

@@ -220,7 +220,7 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        self.product_rows(k, x, &sums_of(x), 1, 0..self.rows, out)
+        self.product_rows(k, x, &self.sums_for(k, x), 1, 0..self.rows, out)
     }
 
     /// out[i][r] = row r · x[i] for `n` activation rows stored one after
@@ -238,18 +238,21 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        self.product_rows(k, x, &sums_of(x), n, 0..self.rows, out)
+        self.product_rows(k, x, &self.sums_for(k, x), n, 0..self.rows, out)
     }
 }
 
-/// `activation_sums(x)` as a new vector.
-fn sums_of(x: &[BlockQ8_0]) -> Vec<i32> {
-    let mut sums = Vec::new();
-    activation_sums(x, &mut sums);
-    sums
-}
-
 impl RepackedQ4_0 {
+    /// The sums `product_rows` reads for `x`: `activation_sums(x)` where
+    /// `wants_sums`, else none.
+    fn sums_for(&self, k: &Kernels, x: &[BlockQ8_0]) -> Vec<i32> {
+        let mut sums = Vec::new();
+        if self.wants_sums(k) {
+            activation_sums(x, &mut sums);
+        }
+        sums
+    }
+
     /// Whether `product_rows` reads the activation blocks' sums: where the
     /// variant's kernel for this layout takes them (AVX2, avx512).
     pub fn wants_sums(&self, k: &Kernels) -> bool {

@@ -70,6 +70,32 @@ pub(crate) fn check_dot4<X, Y>(x: &[X], y: &[&[Y]; 4]) {
     );
 }
 
+/// The frame of the SIMD `tile_f16` kernels, which go one weight row at a
+/// time: `check_tile`, then `row(w_r, xs, out)` for each of the first
+/// `store` weight rows and each run `xs` of up to `chunk` whole activation
+/// rows, output `c` of the run going to `out[c * stride]`. (Only the x86
+/// variants have `tile_f16` kernels.)
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[track_caller]
+pub(crate) fn f16_rows_in_chunks(
+    w: [&[f16]; 4],
+    x: &[f32],
+    out: &mut [f32],
+    stride: usize,
+    store: usize,
+    chunk: usize,
+    mut row: impl FnMut(&[f16], &[f32], &mut [f32]),
+) {
+    check_tile(&w, x, out.len(), stride, store);
+    let cols = w[0].len();
+    for (r, wr) in w.iter().enumerate().take(store) {
+        for (i, xs) in x.chunks(chunk * cols).enumerate() {
+            row(wr, xs, &mut out[chunk * i * stride + r..]);
+        }
+    }
+}
+
 /// Panics unless a float tile's shapes agree: four non-empty weight rows of
 /// one length, a whole number of activation rows of that length, `store`
 /// in 1..=4, and `out` reaching the last output. Returns the number of
