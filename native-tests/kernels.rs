@@ -887,3 +887,18 @@ fn widen_f16_is_exact_for_every_value() {
         }
     }
 }
+
+/// The block scales' f16 → f32 (branchless on wasm, `half` elsewhere) gives
+/// `half`'s bits for every one of the 65536 values: zeros, subnormals,
+/// normals, infinities and NaNs (quieted as `half` quiets them).
+#[test]
+fn block_scale_widening_matches_half_for_every_value() {
+    for bits in 0..=u16::MAX {
+        let h = half::f16::from_bits(bits);
+        assert_eq!(
+            lamina::backend::cpu::widen::f16_to_f32(h).to_bits(),
+            h.to_f32().to_bits(),
+            "{bits:#06x}"
+        );
+    }
+}

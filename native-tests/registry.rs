@@ -12,18 +12,18 @@ use lamina::Error;
 
 /// What scripts/test.sh says this run's CPU is (native and qemu runs set
 /// LAMINA_EXPECT_VARIANT and, for SVE, LAMINA_EXPECT_SVE_BITS); a wasm module
-/// built with simd128 must select simd128.
+/// selects the best instruction set it was built with: relaxed-simd, else
+/// simd128.
 fn expected() -> Option<(String, usize)> {
     if cfg!(target_arch = "wasm32") {
-        return Some((
-            if cfg!(target_feature = "simd128") {
-                "simd128"
-            } else {
-                "scalar"
-            }
-            .into(),
-            0,
-        ));
+        let variant = if cfg!(target_feature = "relaxed-simd") {
+            "relaxed-simd"
+        } else if cfg!(target_feature = "simd128") {
+            "simd128"
+        } else {
+            "scalar"
+        };
+        return Some((variant.into(), 0));
     }
     let variant = std::env::var("LAMINA_EXPECT_VARIANT").ok()?;
     let bits = std::env::var("LAMINA_EXPECT_SVE_BITS")
@@ -90,7 +90,7 @@ fn forcing_a_variant() {
     let e = CpuDevice::new(Some("avx10")).err().unwrap();
     assert_eq!(
         e.to_string(),
-        "invalid argument: unknown CPU variant 'avx10'; variants are: scalar, avx2, avx-vnni, avx512, neon, neon-dotprod, neon-i8mm, sve, simd128"
+        "invalid argument: unknown CPU variant 'avx10'; variants are: scalar, avx2, avx-vnni, avx512, neon, neon-dotprod, neon-i8mm, sve, simd128, relaxed-simd"
     );
 }
 

@@ -1,14 +1,18 @@
-// lamina's engine, called directly: loads one of the two WebAssembly builds
-// (single-thread, or threaded with a Web Worker pool) and exposes the API over
+// lamina's engine, called directly: loads one of the WebAssembly builds
+// (single-thread, or threaded with a Web Worker pool; each with SIMD128 or
+// with relaxed SIMD, see simd.js) and exposes the API over
 // the usual model sources: ArrayBuffer, Uint8Array, Blob/File (read in chunks)
 // or a URL. worker.js runs it for one model per worker (a Web Worker in
 // browsers, a worker_threads Worker in Node), so a panic, which leaves this
 // instance unusable, stops only that model; index.js uses it directly only
 // where no kind of worker exists.
 
+import { pickSimd } from './simd.js';
+
+/** Each build's directory, by threading and instruction set. */
 const BUILDS = {
-  'single-thread': { js: './dist/lamina.js', wasm: './dist/lamina_bg.wasm' },
-  threaded: { js: './dist-threads/lamina.js', wasm: './dist-threads/lamina_bg.wasm' },
+  'single-thread': { simd128: './dist/', 'relaxed-simd': './dist-relaxed/' },
+  threaded: { simd128: './dist-threads/', 'relaxed-simd': './dist-threads-relaxed/' },
 };
 const CHUNK_BYTES = 8 << 20;
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
@@ -26,17 +30,21 @@ function defaultReason() {
 /**
  * Loads and instantiates the engine once; later calls return the same
  * promise. `build` is 'single-thread' (the default; the only one in Node) or
- * 'threaded' (needs cross-origin isolation; starts `threads` Web Workers).
- * Resolves to `{ build, simd, threads, reason }`.
+ * 'threaded' (needs cross-origin isolation; starts `threads` Web Workers);
+ * `simd` is 'simd128', 'relaxed-simd' or undefined (the best this engine
+ * runs; see simd.js). Resolves to `{ build, simd, simd_reason, threads,
+ * reason }`.
  */
-export function init({ build = 'single-thread', threads = 1, reason = defaultReason() } = {}) {
+export function init({ build = 'single-thread', threads = 1, reason = defaultReason(), simd } = {}) {
   if (!ready) {
     ready = (async () => {
-      const files = BUILDS[build];
-      if (!files) throw new Error(`unknown build ${JSON.stringify(build)}`);
+      const dirs = BUILDS[build];
+      if (!dirs) throw new Error(`unknown build ${JSON.stringify(build)}`);
       if (build === 'threaded' && isNode) throw new Error('the threaded build runs in browsers only');
-      const url = new URL(files.wasm, import.meta.url);
-      const module = await import(files.js);
+      const isa = pickSimd(simd);
+      const dir = dirs[isa.simd];
+      const url = new URL(`${dir}lamina_bg.wasm`, import.meta.url);
+      const module = await import(`${dir}lamina.js`);
       if (isNode) {
         const { readFile } = await import('node:fs/promises');
         exports = module.initSync({ module: await readFile(url) });
@@ -49,14 +57,14 @@ export function init({ build = 'single-thread', threads = 1, reason = defaultRea
         poolThreads = module.threadPoolStarted();
       }
       wasm = module;
-      return { build: module.buildKind(), simd: 'simd128', threads: poolThreads, reason };
+      return { build: module.buildKind(), ...isa, threads: poolThreads, reason };
     })();
     ready.catch(() => { ready = null; });
   }
   return ready;
 }
 
-/** Which build runs: `{ build: 'single-thread' | 'threaded', simd, threads, reason }`. */
+/** Which build runs: `{ build: 'single-thread' | 'threaded', simd, simd_reason, threads, reason }`. */
 export async function buildInfo() {
   return init();
 }
@@ -385,7 +393,10 @@ export class LlamaContext {
 /**
  * Loads a GGUF model and makes a context. `params` takes llama.rn's initLlama
  * names: n_ctx, n_batch, n_ubatch, n_threads, cache_type_k, cache_type_v,
- * pooling_type ('none', 'mean', 'cls', 'last', 'rank'), cpu_variant. A Blob/File or URL is read in chunks with progress.
+ * pooling_type ('none', 'mean', 'cls', 'last', 'rank'), cpu_variant; and
+ * lamina's `simd` ('simd128' or 'relaxed-simd': which build the worker
+ * loads; by default the best the engine runs). A Blob/File or URL is read in
+ * chunks with progress.
  *
  * @param {ArrayBuffer | Uint8Array | Blob | string | URL} source
  */
@@ -411,7 +422,7 @@ export async function loadModel(source, params = {}, options = {}) {
   }
   options.onProgress?.(1);
   const context = new LlamaContext(inner);
-  const { simd, reason } = await init();
-  context.build = { ...(await context.contextInfo()), simd, reason };
+  const { simd, simd_reason, reason } = await init();
+  context.build = { ...(await context.contextInfo()), simd, simd_reason, reason };
   return context;
 }

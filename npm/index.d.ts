@@ -35,7 +35,14 @@ export interface LoadOptions {
 
 export interface BuildInfo {
   build: 'single-thread' | 'threaded';
-  simd: 'simd128';
+  /**
+   * The instruction set of the build: 'relaxed-simd' where the engine
+   * validates relaxed SIMD (Chromium 114+, Node 22+), else 'simd128'; the
+   * same numbers either way.
+   */
+  simd: 'simd128' | 'relaxed-simd';
+  /** Why this instruction set (e.g. "this engine has no relaxed SIMD"). */
+  simd_reason: string;
   /** Threads of the engine's pool (Node: 1). */
   threads?: number;
   /** Why this build (e.g. "the page is not cross-origin isolated (COOP/COEP)"). */
@@ -71,6 +78,11 @@ export interface LoadParams {
   /** How embeddings pool (default: the model's); 'rank' for rerankers. */
   pooling_type?: Pooling | 0 | 1 | 2 | 3 | 4;
   cpu_variant?: string;
+  /**
+   * Which build the model's worker loads: 'simd128' or 'relaxed-simd'
+   * (an Error where the engine lacks it); default: the best it runs.
+   */
+  simd?: 'simd128' | 'relaxed-simd';
 }
 
 export type Pooling = 'none' | 'mean' | 'cls' | 'last' | 'rank';
@@ -193,7 +205,7 @@ export interface BenchRow {
  */
 export declare class LlamaContext {
   /** The build that runs this model, and why it was picked. */
-  readonly build: ContextInfo & { simd: 'simd128'; reason: string };
+  readonly build: ContextInfo & { simd: 'simd128' | 'relaxed-simd'; simd_reason: string; reason: string };
   /**
    * Resolves with the result once generation ends; `onToken` hears each
    * released piece of text. The event loop gets a turn between tokens.

@@ -6,6 +6,8 @@
 // Calls become messages; answers, progress and tokens come back as messages;
 // errors are `Error`s (or `TypeError`/`RangeError`) with the engine's message.
 
+import { pickSimd } from './simd.js';
+
 const WORKER_URL = new URL('./worker.js', import.meta.url);
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 // Node's workers come from a built-in module; bundlers for browsers never see it.
@@ -21,6 +23,24 @@ function workerExecArgv() {
   return argv.filter((arg, i) => !arg.startsWith('--input-type') && argv[i - 1] !== '--input-type');
 }
 
+/**
+ * A Node worker with the caller's options. Node refuses to start one with
+ * V8's process-wide flags (such as `--experimental-wasm-relaxed-simd`; the
+ * worker shares them anyway) and names them in its error, so those are
+ * left out and the worker started again.
+ */
+function nodeWorker() {
+  const options = { name: 'lamina', execArgv: workerExecArgv() };
+  try {
+    return new nodeThreads.Worker(WORKER_URL, options);
+  } catch (e) {
+    if (e?.code !== 'ERR_WORKER_INVALID_EXEC_ARGV') throw e;
+    const refused = new Set(e.message.slice(e.message.indexOf(':') + 1).split(',').map((f) => f.trim()));
+    options.execArgv = options.execArgv.filter((arg) => !refused.has(arg));
+    return new nodeThreads.Worker(WORKER_URL, options);
+  }
+}
+
 /** The error classes a worker's error keeps across the message. */
 const ERROR_CLASSES = { TypeError, RangeError };
 
@@ -32,7 +52,7 @@ const ERROR_CLASSES = { TypeError, RangeError };
  */
 function startWorker(receive, fail) {
   if (nodeThreads) {
-    const worker = new nodeThreads.Worker(WORKER_URL, { name: 'lamina', execArgv: workerExecArgv() });
+    const worker = nodeWorker();
     worker.on('message', receive);
     worker.on('error', (e) => fail(new Error(`the lamina worker failed: ${e?.message ?? e}`)));
     worker.on('exit', (code) => fail(new Error(`the lamina worker exited (code ${code})`)));
@@ -141,11 +161,15 @@ function checkAborted(signal) {
   if (signal?.aborted) throw signal.reason ?? new Error('aborted');
 }
 
-/** What `loadModel` would run here: threaded when cross-origin isolated. */
+/**
+ * What `loadModel` would run here: threaded when cross-origin isolated,
+ * relaxed SIMD where the engine has it.
+ */
 export async function buildInfo() {
-  if (isNode) return { build: 'single-thread', simd: 'simd128', threads: 1, reason: 'Node runs the single-thread build' };
+  const isa = pickSimd();
+  if (isNode) return { build: 'single-thread', ...isa, threads: 1, reason: 'Node runs the single-thread build' };
   const isolated = globalThis.crossOriginIsolated === true;
-  return { build: isolated ? 'threaded' : 'single-thread', simd: 'simd128' };
+  return { build: isolated ? 'threaded' : 'single-thread', ...isa };
 }
 
 export const init = buildInfo;

@@ -44,7 +44,7 @@ function loaded() {
 const ops = {
   async load({ source, params }, reply) {
     const pick = pickBuild(threadsAsked(params));
-    const build = await engine.init(pick);
+    const build = await engine.init({ ...pick, simd: params.simd });
     ctx = await engine.loadModel(source, { ...params, n_threads: build.threads }, {
       onProgress: (progress) => reply({ progress }),
     });

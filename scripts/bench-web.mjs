@@ -1,4 +1,7 @@
-// Drives the chat page's Bench button in headless Chromium; see bench-web.sh.
+// Drives the chat page's Bench button and wllama's bench page in headless
+// Chromium, alternating per model and thread count, with lamina native's
+// numbers from the same run; see bench-web.sh.
+import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 
 const { chromium } = createRequire(`${process.env.LAMINA_TOOLS}/`)('playwright-core');
@@ -7,26 +10,63 @@ const browser = await chromium.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
 });
 const threadCounts = (process.env.THREADS ?? '1 2').split(' ').map(Number);
-console.log('| model | threads | build | pp128 t/s | tg64 t/s |\n|---|---|---|---|---|');
+const reps = 3;
+
+/** pp128 and tg64 rows ({avg_ts, stddev_ts}) of lamina's chat page. */
+async function laminaWeb(model, threads) {
+  const page = await browser.newPage();
+  try {
+    await page.goto(process.env.LAMINA_WEB_URL);
+    await page.fill('#url', `/${model}`);
+    await page.fill('#threads', String(threads));
+    await page.fill('#n_ctx', '1024');
+    await page.click('#load-button');
+    await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state), null, { timeout: 300_000 });
+    const info = await page.evaluate(() => window.laminaPage.info);
+    if (!info) throw new Error(await page.textContent('#engine'));
+    await page.click('#bench');
+    await page.waitForFunction(() => window.laminaPage.bench, null, { timeout: 600_000 });
+    return { rows: await page.evaluate(() => window.laminaPage.bench), info };
+  } finally {
+    await page.close();
+  }
+}
+
+/** The same rows from wllama's benchmark action (scripts/bench-wllama.html). */
+async function wllamaWeb(model, threads) {
+  const page = await browser.newPage();
+  try {
+    await page.goto(process.env.WLLAMA_URL);
+    await page.waitForFunction(() => document.body.dataset.ready === '1');
+    return await page.evaluate(([m, t, r]) => window.runBench(m, t, r), [`./${model}`, threads, reps]);
+  } finally {
+    await page.close();
+  }
+}
+
+/** lamina's CLI on the same model (the native build, best CPU variant). */
+function laminaNative(model, threads) {
+  const out = execFileSync(process.env.LAMINA_BIN, ['bench', '-m', model, '-p', '128', '-n', '64',
+    '-r', String(reps), '-t', String(threads), '-c', '1024', '--json'], { encoding: 'utf8' });
+  return JSON.parse(out);
+}
+
+const cell = (r) => `${r.avg_ts.toFixed(1)} ± ${r.stddev_ts.toFixed(1)}`;
+const ratio = (a, b) => (a.avg_ts / b.avg_ts).toFixed(2);
+console.log('| model | t | lamina web build | test | lamina web t/s | wllama 2.3.7 t/s | web / wllama | lamina native t/s | web / native |');
+console.log('|---|---|---|---|---|---|---|---|---|');
 try {
   for (const model of process.argv.slice(2)) {
     for (const threads of threadCounts) {
-      const page = await browser.newPage();
-      await page.goto(process.env.LAMINA_WEB_URL);
-      await page.fill('#url', `/${model}`);
-      await page.fill('#threads', String(threads));
-      await page.fill('#n_ctx', '1024');
-      await page.click('#load-button');
-      await page.waitForFunction(() => ['ready', 'error'].includes(document.body.dataset.state), null, { timeout: 300_000 });
-      const info = await page.evaluate(() => window.laminaPage.info);
-      if (!info) throw new Error(await page.textContent('#engine'));
-      await page.click('#bench');
-      await page.waitForFunction(() => window.laminaPage.bench, null, { timeout: 600_000 });
-      const rows = await page.evaluate(() => window.laminaPage.bench);
-      const cell = (r) => `${r.avg_ts.toFixed(1)} ± ${r.stddev_ts.toFixed(1)}`;
+      const ours = await laminaWeb(model, threads);
+      const theirs = await wllamaWeb(model, threads);
+      const native = laminaNative(model, threads);
       const name = model.split('/').pop();
-      console.log(`| ${name} | ${info.n_threads} | ${info.build} | ${cell(rows[0])} | ${cell(rows[1])} |`);
-      await page.close();
+      const build = `${ours.info.build} ${ours.info.simd} (${ours.info.cpu_variant})`;
+      ['pp128', 'tg64'].forEach((test, i) => {
+        const [w, l, n] = [ours.rows[i], theirs.rows[i], native[i]];
+        console.log(`| ${name} | ${ours.info.n_threads}/${theirs.threads} | ${build} | ${test} | ${cell(w)} | ${cell(l)} | ${ratio(w, l)} | ${cell(n)} | ${ratio(w, n)} |`);
+      });
     }
   }
 } finally {

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Builds both WebAssembly engines into the npm package: cargo, then the
+# Builds the WebAssembly engines into the npm package: cargo, then the
 # wasm-bindgen CLI (the version in Cargo.lock) and binaryen's wasm-opt from
 # the tools cache set up by setup.sh (what wasm-pack would run, without a
 # five-minute install of wasm-pack itself):
-#   npm/dist/          single-thread, SIMD128 (Node; pages without COOP/COEP)
-#   npm/dist-threads/  threaded, SIMD128 + atomics and shared memory up to
-#                      4 GiB, rayon's pool on Web Workers (wasm-bindgen-rayon);
-#                      needs the pinned nightly and build-std.
-# `LAMINA_WASM_BUILDS="single"` (or "threads") builds just one.
+#   npm/dist/                  single-thread, SIMD128 (Node; pages without
+#                              COOP/COEP)
+#   npm/dist-threads/          threaded, SIMD128 + atomics and shared memory up
+#                              to 4 GiB, rayon's pool on Web Workers
+#                              (wasm-bindgen-rayon); needs the pinned nightly
+#                              and build-std.
+#   npm/dist-relaxed/, npm/dist-threads-relaxed/
+#                              the same two with relaxed SIMD as well (the
+#                              `relaxed-simd` CPU variant); the package loads
+#                              them where the engine validates relaxed SIMD.
+# `LAMINA_WASM_BUILDS="single"` (or any of "single threads single-relaxed
+# threads-relaxed") builds just those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-builds="${LAMINA_WASM_BUILDS:-single threads}"
+builds="${LAMINA_WASM_BUILDS:-single threads single-relaxed threads-relaxed}"
 
 report() { ls -l "$1" | awk '{print "build-wasm: " $9 " " $5 " bytes"}'; }
 
@@ -27,7 +34,7 @@ package() {
   rm -rf "$out"
   wasm-bindgen --target web --out-dir "$out" --out-name lamina \
     "$target_dir/wasm32-unknown-unknown/release/lamina.wasm"
-  wasm-opt -O3 --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
+  wasm-opt -O3 --enable-simd --enable-relaxed-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals "$out/lamina_bg.wasm" -o "$out/lamina_bg.wasm"
   report "$out/lamina_bg.wasm"
 }
@@ -35,19 +42,32 @@ package() {
 if [[ " $builds " == *" single "* ]]; then
   RUSTFLAGS="-C target-feature=+simd128" package target npm/dist --no-default-features
 fi
+if [[ " $builds " == *" single-relaxed "* ]]; then
+  RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
+    package target/wasm-relaxed npm/dist-relaxed --no-default-features
+fi
 
-if [[ " $builds " == *" threads "* ]]; then
-  # The linker flags make the memory shared and imported (every worker gets
-  # the same one) and export the TLS symbols wasm-bindgen's thread start
-  # needs; without them current nightlies build an unshared memory.
-  threads_flags=(
-    -C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128
-    -C link-arg=--shared-memory -C link-arg=--import-memory
-    -C link-arg=--max-memory=4294967296
-    -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size
-    -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base
-  )
-  RUSTUP_TOOLCHAIN="$LAMINA_NIGHTLY" RUSTFLAGS="${threads_flags[*]}" \
-    package target/wasm-threads npm/dist-threads \
+# The linker flags make the memory shared and imported (every worker gets
+# the same one) and export the TLS symbols wasm-bindgen's thread start needs;
+# without them current nightlies build an unshared memory.
+threads_flags=(
+  -C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128
+  -C link-arg=--shared-memory -C link-arg=--import-memory
+  -C link-arg=--max-memory=4294967296
+  -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size
+  -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base
+)
+# threaded TARGET_DIR OUT_DIR EXTRA_RUSTFLAGS...
+threaded() {
+  local target_dir=$1 out=$2
+  shift 2
+  RUSTUP_TOOLCHAIN="$LAMINA_NIGHTLY" RUSTFLAGS="${threads_flags[*]} $*" \
+    package "$target_dir" "$out" \
     --no-default-features --features threads -Z build-std=panic_abort,std
+}
+if [[ " $builds " == *" threads "* ]]; then
+  threaded target/wasm-threads npm/dist-threads
+fi
+if [[ " $builds " == *" threads-relaxed "* ]]; then
+  threaded target/wasm-threads-relaxed npm/dist-threads-relaxed -C target-feature=+relaxed-simd
 fi

@@ -103,6 +103,14 @@ RUSTFLAGS="$wasm_flags" run "wasm32 node" \
 browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api --test kernels --test registry)
 RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
   run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${browser_tests[@]}"
+# The relaxed-SIMD variant's kernels against their scalar twins, in Chromium
+# (Node 20 runs relaxed SIMD only behind a V8 flag; the npm tests use it
+# there for whole models). Its own target directory keeps the SIMD128
+# stages' builds.
+relaxed_tests=(--test kernels --test registry --test repack --test backend_ops)
+CARGO_TARGET_DIR=target/wasm-relaxed-tests RUSTFLAGS="$wasm_flags,+relaxed-simd" \
+  WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
+  run "wasm32 chromium relaxed-simd" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${relaxed_tests[@]}"
 
 # --- the npm package, packed and installed as a user would.
 run "npm node" bash -c 'scripts/build-wasm.sh && scripts/test-npm.sh'

@@ -20,7 +20,8 @@ function requireModel(path) {
 
 test('reports which build runs', async () => {
   assert.deepEqual(await buildInfo(), {
-    build: 'single-thread', simd: 'simd128', threads: 1, reason: 'Node runs the single-thread build',
+    build: 'single-thread', simd: 'simd128', simd_reason: 'this engine has no relaxed SIMD',
+    threads: 1, reason: 'Node runs the single-thread build',
   });
 });
 

@@ -96,7 +96,10 @@ test('the chat page generates golden tokens with the threaded build', async () =
     assert.equal(await page.evaluate(() => self.crossOriginIsolated), true, 'the server sends COOP/COEP');
     assert.equal(info.build, 'threaded', engine);
     assert.equal(info.n_threads, 2, engine);
-    assert.equal(info.cpu_variant, 'simd128');
+    // Chromium runs relaxed SIMD: the relaxed threaded build, whose ids must
+    // equal those of Node's single-thread SIMD128 build (checked below).
+    assert.equal(info.simd, 'relaxed-simd', engine);
+    assert.equal(info.cpu_variant, 'relaxed-simd');
     assert.match(engine, /threaded build .* 2 threads/);
 
     await page.selectOption('#mode', 'raw');
@@ -175,6 +178,7 @@ test('without cross-origin isolation the page falls back to the single-thread bu
     assert.equal(await page.evaluate(() => self.crossOriginIsolated), false);
     assert.equal(info.build, 'single-thread', engine);
     assert.equal(info.n_threads, 1);
+    assert.equal(info.cpu_variant, 'relaxed-simd');
     assert.match(engine, /single-thread build \(the page is not cross-origin isolated/);
     // The single-thread worker still hears the stop between tokens.
     await stopLongGeneration(page);
@@ -184,7 +188,7 @@ test('without cross-origin isolation the page falls back to the single-thread bu
   }
 });
 
-test('embeddings in the browser follow llama.cpp (threaded build in a worker)', async () => {
+test('embeddings in the browser follow llama.cpp (threaded SIMD128 build in a worker)', async () => {
   const g = JSON.parse(await readFile(`${repo}/native-tests/golden/minilm/embedding.json`, 'utf8'));
   const item = g.items[1];
   const browser = await launch();
@@ -193,13 +197,16 @@ test('embeddings in the browser follow llama.cpp (threaded build in a worker)', 
     await page.goto(pageUrl);
     const got = await page.evaluate(async (text) => {
       const { loadModel } = await import('/npm/index.js');
-      const ctx = await loadModel('/models/all-MiniLM-L6-v2-f16.gguf', { n_threads: 2 });
+      // The SIMD128 threaded build, asked for where relaxed SIMD would run.
+      const ctx = await loadModel('/models/all-MiniLM-L6-v2-f16.gguf', { n_threads: 2, simd: 'simd128' });
       const r = await ctx.embedding(text);
       const build = ctx.build;
       await ctx.release();
       return { ...r, build };
     }, item.text);
     assert.equal(got.build.build, 'threaded');
+    assert.equal(got.build.simd, 'simd128');
+    assert.equal(got.build.cpu_variant, 'simd128');
     assert.equal(got.build.arch, 'bert');
     assert.deepEqual(got.token_ids, item.token_ids);
     let dot = 0, na = 0, nb = 0, diff = 0;

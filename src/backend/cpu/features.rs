@@ -22,6 +22,7 @@ pub enum Feature {
     I8mm,
     Sve,
     Simd128,
+    RelaxedSimd,
 }
 
 impl Feature {
@@ -40,6 +41,7 @@ impl Feature {
             Feature::I8mm => "i8mm",
             Feature::Sve => "sve",
             Feature::Simd128 => "simd128",
+            Feature::RelaxedSimd => "relaxed-simd",
         }
     }
 }
@@ -120,8 +122,13 @@ impl CpuFeatures {
                 sve_bytes = unsafe { super::sve::vector_bytes() };
             }
         }
+        // wasm has no run-time detection: an engine that instantiated the
+        // module validated every instruction in it, so the module's own
+        // target features are present (the JS loader picks the module).
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         present.push(Feature::Simd128);
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        present.push(Feature::RelaxedSimd);
         CpuFeatures { present, sve_bytes }
     }
 

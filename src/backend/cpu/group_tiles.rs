@@ -88,6 +88,8 @@ pub(crate) use by_take;
 /// `repack_q5_0::check_group`, then `tile(take, xs, ss, res)` over the
 /// activation rows four at a time, each `xs` and `ss` row sliced to the
 /// group's length.
+// The wasm variants take no activation sums.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 #[inline(always)]
 pub fn gemm_sums_in_tiles<G>(
     group: &[G],

@@ -5,6 +5,7 @@
 //! bit for bit.
 
 use super::kquant_dot::IntDots;
+use super::widen::f16_to_f32;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::iq4_xs::iq4_xs_scale;
 
@@ -25,7 +26,7 @@ pub(crate) unsafe fn iq4_nl<D: IntDots>(x: &[BlockIQ4NL], y: &[BlockQ8_0]) -> f3
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let dot = D::level_dots(&x.qs, &y.qs);
-        sum += y.d.to_f32() * x.d.to_f32() * dot as f32;
+        sum += f16_to_f32(y.d) * f16_to_f32(x.d) * dot as f32;
     }
     sum
 }
@@ -44,7 +45,7 @@ pub(crate) unsafe fn iq4_xs<D: IntDots>(x: &[BlockIQ4XS], y: &[BlockQ8K]) -> f32
             let run = D::level_dots(arr(&x.qs[16 * ib..]), arr(&y.qs[32 * ib..]));
             dot += iq4_xs_scale(x, ib) * run;
         }
-        sum += x.d.to_f32() * y.d * dot as f32;
+        sum += f16_to_f32(x.d) * y.d * dot as f32;
     }
     sum
 }

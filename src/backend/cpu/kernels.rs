@@ -229,6 +229,8 @@ impl Kernels {
             CpuVariant::Sve => super::sve::kernels(super::neon::best_neon(scalar), features),
             #[cfg(target_arch = "wasm32")]
             CpuVariant::Simd128 => super::simd128::kernels(scalar),
+            #[cfg(target_arch = "wasm32")]
+            CpuVariant::RelaxedSimd => super::relaxed_simd::kernels(scalar),
             // Not compiled for this architecture: never supported, never here.
             #[allow(unreachable_patterns)]
             _ => scalar,

@@ -6,6 +6,7 @@
 //! combination is this one code, so every variant's k-quant kernels equal the
 //! scalar ones bit for bit.
 
+use super::widen::f16_to_f32;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::q3_k::q3_k_scales;
 use crate::tensor::quants::{scale_min_k4, IQ4_LEVELS};
@@ -152,8 +153,8 @@ pub(crate) unsafe fn q4_k<D: IntDots>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let dot = D::q4_k_scaled(x, y);
-        sum +=
-            x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * k4_mins(&x.scales, y) as f32;
+        sum += f16_to_f32(x.d) * y.d * dot as f32
+            - f16_to_f32(x.dmin) * y.d * k4_mins(&x.scales, y) as f32;
     }
     sum
 }
@@ -173,7 +174,7 @@ pub(crate) unsafe fn q4_k4<D: IntDots>(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [
         let yb = y.map(|r| &r[b]);
         let dots = D::q4_k_scaled4(x, yb);
         let (_, mins) = k4_scales_mins(&x.scales);
-        let (d, dmin) = (x.d.to_f32(), x.dmin.to_f32());
+        let (d, dmin) = (f16_to_f32(x.d), f16_to_f32(x.dmin));
         for r in 0..4 {
             sum[r] += d * yb[r].d * dots[r] as f32 - dmin * yb[r].d * mins_dot(&mins, yb[r]) as f32;
         }
@@ -199,8 +200,8 @@ pub(crate) unsafe fn q5_k<D: IntDots>(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
             dot += scale_min_k4(2 * c, &x.scales).0 as i32 * (d0 + 16 * h0)
                 + scale_min_k4(2 * c + 1, &x.scales).0 as i32 * (d1 + 16 * h1);
         }
-        sum +=
-            x.d.to_f32() * y.d * dot as f32 - x.dmin.to_f32() * y.d * k4_mins(&x.scales, y) as f32;
+        sum += f16_to_f32(x.d) * y.d * dot as f32
+            - f16_to_f32(x.dmin) * y.d * k4_mins(&x.scales, y) as f32;
     }
     sum
 }
@@ -216,7 +217,7 @@ pub(crate) unsafe fn q6_k<D: IntDots>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
     let mut sum = 0.0f32;
     for (x, y) in x.iter().zip(y) {
         let dot = D::q6_k_scaled(x, y);
-        sum += x.d.to_f32() * y.d * dot as f32;
+        sum += f16_to_f32(x.d) * y.d * dot as f32;
     }
     sum
 }
@@ -232,7 +233,7 @@ pub(crate) unsafe fn q6_k4<D: IntDots>(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [
     for (b, x) in x[..n].iter().enumerate() {
         let yb = y.map(|r| &r[b]);
         let dots = D::q6_k_scaled4(x, yb);
-        let d = x.d.to_f32();
+        let d = f16_to_f32(x.d);
         for r in 0..4 {
             sum[r] += d * yb[r].d * dots[r] as f32;
         }
@@ -262,7 +263,7 @@ pub(crate) unsafe fn q2_k<D: IntDots>(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
             }
         }
         // ggml's combination: d·Σ - dmin·Σmins, both scaled by Q8_K's d.
-        sum += y.d * x.d.to_f32() * dot as f32 - y.d * x.dmin.to_f32() * mins as f32;
+        sum += y.d * f16_to_f32(x.d) * dot as f32 - y.d * f16_to_f32(x.dmin) * mins as f32;
     }
     sum
 }
@@ -292,7 +293,7 @@ pub(crate) unsafe fn q3_k<D: IntDots>(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
                 dot += scales[2 * j] as i32 * s0 + scales[2 * j + 1] as i32 * s1;
             }
         }
-        sum += x.d.to_f32() * y.d * dot as f32;
+        sum += f16_to_f32(x.d) * y.d * dot as f32;
     }
     sum
 }

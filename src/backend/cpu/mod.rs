@@ -6,7 +6,11 @@ mod attention;
 mod backend;
 pub mod features;
 // The SIMD group kernels' frame (x86 and aarch64 have group kernels).
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    target_arch = "wasm32"
+))]
 mod group_tiles;
 pub mod interleaved;
 mod iq4_dot;
@@ -22,6 +26,7 @@ pub mod repack_q8_0;
 pub mod rows;
 pub mod scalar;
 pub mod variant;
+pub mod widen;
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -35,6 +40,8 @@ mod neon;
 mod neon_groups;
 #[cfg(target_arch = "aarch64")]
 mod neon_q4_0;
+#[cfg(target_arch = "wasm32")]
+mod relaxed_simd;
 #[cfg(target_arch = "wasm32")]
 mod simd128;
 #[cfg(target_arch = "aarch64")]

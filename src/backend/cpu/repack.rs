@@ -23,6 +23,7 @@ use super::features::{CpuFeatures, Feature};
 use super::kernels::{GemmFn, GemvFn, Kernels};
 use super::repack_q5_0::activation_sums;
 use super::variant::CpuVariant;
+use super::widen::f16_to_f32;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ4_0, BlockQ8_0, QK};
 
@@ -71,9 +72,10 @@ impl RepackLayout {
             CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512 => Some(RepackLayout::X8I8),
             CpuVariant::Sve if has(Feature::Dotprod) => Some(RepackLayout::X4I4),
             CpuVariant::Sve if features.sve_bytes >= 32 => Some(RepackLayout::X8I8),
-            CpuVariant::NeonI8mm | CpuVariant::NeonDotprod | CpuVariant::Simd128 => {
-                Some(RepackLayout::X4I4)
-            }
+            CpuVariant::NeonI8mm
+            | CpuVariant::NeonDotprod
+            | CpuVariant::Simd128
+            | CpuVariant::RelaxedSimd => Some(RepackLayout::X4I4),
             CpuVariant::Sve | CpuVariant::Scalar | CpuVariant::Neon => None,
         }
     }
@@ -461,7 +463,7 @@ fn gemv_scalar<const R: usize>(
             }
         }
         for r in 0..R {
-            acc[r] += sumi[r] as f32 * dw[r].to_f32() * y.d.to_f32();
+            acc[r] += sumi[r] as f32 * f16_to_f32(dw[r]) * f16_to_f32(y.d);
         }
     }
     out[..R].copy_from_slice(&acc);

@@ -12,6 +12,7 @@ use half::f16;
 
 use super::iq4_dot;
 use super::kquant_dot::{self, ScalarDots};
+use super::widen::f16_to_f32;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::q8_k;
 
@@ -240,7 +241,7 @@ pub fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
             let v1 = (x.qs[j] >> 4) as i32 - 8;
             sumi += v0 * y.qs[j] as i32 + v1 * y.qs[j + QK / 2] as i32;
         }
-        sum += sumi as f32 * x.d.to_f32() * y.d.to_f32();
+        sum += sumi as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
     }
     sum
 }
@@ -254,7 +255,8 @@ pub fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
             sumi += (x.qs[j] & 0x0F) as i32 * y.qs[j] as i32
                 + (x.qs[j] >> 4) as i32 * y.qs[j + QK / 2] as i32;
         }
-        sum += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+        sum +=
+            (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
     }
     sum
 }
@@ -280,7 +282,7 @@ pub fn vec_dot_q5_0_q8_0(x: &[BlockQ5_0], y: &[BlockQ8_0]) -> f32 {
             .zip(&y.qs)
             .map(|(&v, &q)| (v - 16) * q as i32)
             .sum();
-        sum += sumi as f32 * x.d.to_f32() * y.d.to_f32();
+        sum += sumi as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
     }
     sum
 }
@@ -291,7 +293,8 @@ pub fn vec_dot_q5_1_q8_1(x: &[BlockQ5_1], y: &[BlockQ8_1]) -> f32 {
     for (x, y) in x.iter().zip(y) {
         let v = q5_values(&x.qs, x.qh);
         let sumi: i32 = v.iter().zip(&y.qs).map(|(&v, &q)| v * q as i32).sum();
-        sum += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+        sum +=
+            (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
     }
     sum
 }
@@ -305,7 +308,7 @@ pub fn vec_dot_q8_0_q8_0(x: &[BlockQ8_0], y: &[BlockQ8_0]) -> f32 {
                 .zip(&y.qs)
                 .map(|(&a, &b)| a as i32 * b as i32)
                 .sum();
-        sum += sumi as f32 * (x.d.to_f32() * y.d.to_f32());
+        sum += sumi as f32 * (f16_to_f32(x.d) * f16_to_f32(y.d));
     }
     sum
 }
@@ -365,7 +368,7 @@ pub fn vec_dot_f16(x: &[f16], y: &[f16]) -> f32 {
     let sum: f64 = x
         .iter()
         .zip(y)
-        .map(|(a, b)| a.to_f32() as f64 * b.to_f32() as f64)
+        .map(|(a, b)| f16_to_f32(*a) as f64 * f16_to_f32(*b) as f64)
         .sum();
     sum as f32
 }

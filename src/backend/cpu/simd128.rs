@@ -9,11 +9,13 @@
 mod imp {
     use std::arch::wasm32::*;
 
+    use crate::backend::cpu::group_tiles::{by_take, gemm_in_tiles};
     use crate::backend::cpu::iq4_dot;
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4};
     use crate::backend::cpu::scalar::{check_dot, check_dot4, check_quantize};
+    use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
     use crate::tensor::quants::IQ4_LEVELS;
 
@@ -35,6 +37,7 @@ mod imp {
             vec_dot_q5_0_q8_0,
             vec_dot_q5_1_q8_1,
             vec_dot_q8_0_q8_0,
+            vec_dot4_q8_0_q8_0: Some(vec_dot4_q8_0_q8_0),
             vec_dot_f32,
             vec_dot_f16,
             vec_dot_q4_k_q8_k,
@@ -47,7 +50,9 @@ mod imp {
             vec_dot_iq4_nl_q8_0,
             vec_dot_iq4_xs_q8_k,
             gemv_q4_0_x4i4,
+            gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
             scores_f16,
+            wsum_f16,
             silu_mul,
             ..base
         }
@@ -104,7 +109,7 @@ mod imp {
     }
 
     #[inline(always)]
-    fn hsum_i32(v: v128) -> i32 {
+    pub(in crate::backend::cpu) fn hsum_i32(v: v128) -> i32 {
         i32x4_extract_lane::<0>(v)
             + i32x4_extract_lane::<1>(v)
             + i32x4_extract_lane::<2>(v)
@@ -115,7 +120,7 @@ mod imp {
     /// passes a part of a typed array or of a `chunks_exact` chunk, whose
     /// length the compiler knows, so the check is folded away.
     #[inline(always)]
-    fn load16<T>(p: &[T]) -> v128 {
+    pub(in crate::backend::cpu) fn load16<T>(p: &[T]) -> v128 {
         assert!(
             std::mem::size_of_val(p) >= 16,
             "a 16-byte load from a shorter slice"
@@ -125,9 +130,18 @@ mod imp {
         unsafe { v128_load(p.as_ptr().cast()) }
     }
 
+    /// Writes `v` over the first four values of `p`; panics if it holds fewer.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn store16(p: &mut [f32], v: v128) {
+        assert!(p.len() >= 4, "a 16-byte store to a shorter slice");
+        // SAFETY: the slice holds at least 16 bytes (asserted above);
+        // v128_store has no alignment requirement.
+        unsafe { v128_store(p.as_mut_ptr().cast(), v) }
+    }
+
     /// Low and high nibbles of 16 bytes as two vectors of values 0..15.
     #[inline(always)]
-    fn nibbles(qs: &[u8; 16]) -> (v128, v128) {
+    pub(in crate::backend::cpu) fn nibbles(qs: &[u8; 16]) -> (v128, v128) {
         let v = load16(qs);
         (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4))
     }
@@ -218,7 +232,7 @@ mod imp {
         check_dot(x, y);
         let mut sum = 0.0f32;
         for (x, y) in x.iter().zip(y) {
-            sum += q5_dot(&x.qs, x.qh, &y.qs, 16) as f32 * x.d.to_f32() * y.d.to_f32();
+            sum += q5_dot(&x.qs, x.qh, &y.qs, 16) as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
         }
         sum
     }
@@ -228,7 +242,8 @@ mod imp {
         let mut sum = 0.0f32;
         for (x, y) in x.iter().zip(y) {
             let sumi = q5_dot(&x.qs, x.qh, &y.qs, 0);
-            sum += (x.d.to_f32() * y.d.to_f32()) * sumi as f32 + x.m.to_f32() * y.s.to_f32();
+            sum += (f16_to_f32(x.d) * f16_to_f32(y.d)) * sumi as f32
+                + f16_to_f32(x.m) * f16_to_f32(y.s);
         }
         sum
     }
@@ -241,7 +256,43 @@ mod imp {
                 dot16(load16(&x.qs), load16(&y.qs)),
                 dot16(load16(&x.qs[16..]), load16(&y.qs[16..])),
             );
-            sum += hsum_i32(s) as f32 * (x.d.to_f32() * y.d.to_f32());
+            sum += hsum_i32(s) as f32 * (f16_to_f32(x.d) * f16_to_f32(y.d));
+        }
+        sum
+    }
+
+    /// Four activation rows per weight row: the weight block is widened
+    /// to i16 once, and each row summed exactly as `vec_dot_q8_0_q8_0`
+    /// sums it.
+    fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
+        check_dot4(x, &y);
+        let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+        let mut sum = [0.0f32; 4];
+        for b in 0..n {
+            let xb = &x[b];
+            let (x0, x1) = (load16(&xb.qs[..]), load16(&xb.qs[16..]));
+            let w = [
+                i16x8_extend_low_i8x16(x0),
+                i16x8_extend_high_i8x16(x0),
+                i16x8_extend_low_i8x16(x1),
+                i16x8_extend_high_i8x16(x1),
+            ];
+            let dx = f16_to_f32(xb.d);
+            for r in 0..4 {
+                let yb = &y[r][b];
+                let (y0, y1) = (load16(&yb.qs[..]), load16(&yb.qs[16..]));
+                let s = i32x4_add(
+                    i32x4_add(
+                        i32x4_dot_i16x8(w[0], i16x8_extend_low_i8x16(y0)),
+                        i32x4_dot_i16x8(w[1], i16x8_extend_high_i8x16(y0)),
+                    ),
+                    i32x4_add(
+                        i32x4_dot_i16x8(w[2], i16x8_extend_low_i8x16(y1)),
+                        i32x4_dot_i16x8(w[3], i16x8_extend_high_i8x16(y1)),
+                    ),
+                );
+                sum[r] += hsum_i32(s) as f32 * (dx * f16_to_f32(yb.d));
+            }
         }
         sum
     }
@@ -256,7 +307,7 @@ mod imp {
                 dot16(i8x16_sub(lo, eight), load16(&y.qs)),
                 dot16(i8x16_sub(hi, eight), load16(&y.qs[16..])),
             );
-            sum += hsum_i32(s) as f32 * x.d.to_f32() * y.d.to_f32();
+            sum += hsum_i32(s) as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
         }
         sum
     }
@@ -270,11 +321,11 @@ mod imp {
         for b in 0..n {
             let xb = &x[b];
             let (lo, hi) = nibbles(&xb.qs);
-            let (d, m) = (xb.d.to_f32(), xb.m.to_f32());
+            let (d, m) = (f16_to_f32(xb.d), f16_to_f32(xb.m));
             for r in 0..4 {
                 let yb = &y[r][b];
                 let s = i32x4_add(dot16(lo, load16(&yb.qs)), dot16(hi, load16(&yb.qs[16..])));
-                sum[r] += (d * yb.d.to_f32()) * hsum_i32(s) as f32 + m * yb.s.to_f32();
+                sum[r] += (d * f16_to_f32(yb.d)) * hsum_i32(s) as f32 + m * f16_to_f32(yb.s);
             }
         }
         sum
@@ -286,71 +337,103 @@ mod imp {
         for (x, y) in x.iter().zip(y) {
             let (lo, hi) = nibbles(&x.qs);
             let s = i32x4_add(dot16(lo, load16(&y.qs)), dot16(hi, load16(&y.qs[16..])));
-            sum += (x.d.to_f32() * y.d.to_f32()) * hsum_i32(s) as f32 + x.m.to_f32() * y.s.to_f32();
+            sum += (f16_to_f32(x.d) * f16_to_f32(y.d)) * hsum_i32(s) as f32
+                + f16_to_f32(x.m) * f16_to_f32(y.s);
         }
         sum
     }
 
-    /// 4x4 layout: each 16-byte load is 4 bytes of each row (nibbles stored
-    /// XOR 8); the matching 4 activation bytes are broadcast. Per block the
-    /// four integer sums are exact and scaled in `vec_dot`'s order, so
-    /// outputs equal the scalar `vec_dot` of each row.
     fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
         check_gemv(group, x, out, 4);
-        let mut acc = f32x4_splat(0.0);
-        for (b, y) in group.iter().zip(x) {
-            // Lanes of `rows01` and `rows23` hold pairs of products per row,
-            // sixteen times over: the layout stores each nibble q XOR 8, so
-            // in the top four bits of a byte it is 16·(q − 8).
-            let (mut rows01, mut rows23) = (i32x4_splat(0), i32x4_splat(0));
-            for k in 0..4 {
-                let v = load16(b.qs[16 * k..16 * k + 16].try_into().unwrap_or(&[0; 16]));
-                let (lo, hi) = (i8x16_shl(v, 4), v128_and(v, u8x16_splat(0xF0)));
-                let word = |at: usize| {
-                    i32::from_le_bytes([
-                        y.qs[at] as u8,
-                        y.qs[at + 1] as u8,
-                        y.qs[at + 2] as u8,
-                        y.qs[at + 3] as u8,
-                    ])
-                };
-                let ylo = i32x4_splat(word(4 * k));
-                let yhi = i32x4_splat(word(16 + 4 * k));
-                for (q, yv) in [(lo, ylo), (hi, yhi)] {
-                    rows01 = i32x4_add(
-                        rows01,
-                        i32x4_dot_i16x8(i16x8_extend_low_i8x16(q), i16x8_extend_low_i8x16(yv)),
-                    );
-                    rows23 = i32x4_add(
-                        rows23,
-                        i32x4_dot_i16x8(i16x8_extend_high_i8x16(q), i16x8_extend_high_i8x16(yv)),
-                    );
-                }
-            }
-            // Each row's sum, divided by the 16 exactly.
-            let sums = i32x4_shr(
-                i32x4_add(
-                    i32x4_shuffle::<0, 2, 4, 6>(rows01, rows23),
-                    i32x4_shuffle::<1, 3, 5, 7>(rows01, rows23),
-                ),
-                4,
-            );
+        let mut res = [[0f32; 4]; 4];
+        q4_0_x4i4_tile::<1>(group, &[x; 4], &mut res);
+        out[..4].copy_from_slice(&res[0]);
+    }
+
+    fn gemm_q4_0_x4i4(
+        group: &[BlockQ4_0x4],
+        x: &[BlockQ8_0],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+            by_take!(take, q4_0_x4i4_tile(group, xs, res))
+        });
+    }
+
+    /// Activation bytes `at..at + 4` as a little-endian word, repeated in
+    /// each lane and widened to i16: paired with a widened half of a 4x4
+    /// load, lane pairs then multiply one row's four bytes by them.
+    #[inline(always)]
+    fn word_x4_i16(y: &[i8; 32], at: usize) -> v128 {
+        let w = i32::from_le_bytes([
+            y[at] as u8,
+            y[at + 1] as u8,
+            y[at + 2] as u8,
+            y[at + 3] as u8,
+        ]);
+        i16x8_extend_low_i8x16(i32x4_splat(w))
+    }
+
+    /// The 4x4 layout's four rows times the first `A` rows of `xs`:
+    /// `res[a][r]` = row r · activation row a. Each 16-byte load holds four
+    /// bytes of each row, nibbles stored XOR 8, so in the top four bits of a
+    /// byte a nibble q is 16·(q − 8); it is widened to i16 once per block
+    /// and multiplied, for each activation row, by that row's matching four
+    /// bytes (`word_x4_i16`). Per block the four integer sums are exact,
+    /// divided by the 16 exactly and scaled in `vec_dot`'s order, so each
+    /// output equals the scalar `vec_dot` of its row.
+    #[inline(always)]
+    fn q4_0_x4i4_tile<const A: usize>(
+        group: &[BlockQ4_0x4],
+        xs: &[&[BlockQ8_0]; 4],
+        res: &mut [[f32; 4]; 4],
+    ) {
+        let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
+        let mut acc = [f32x4_splat(0.0); A];
+        for (bi, b) in group.iter().enumerate() {
+            // w[k][h]: load k's low (h = 0) or high (h = 1) nibbles, as
+            // [rows 0 and 1 widened, rows 2 and 3 widened].
+            let w: [[[v128; 2]; 2]; 4] = std::array::from_fn(|k| {
+                let v = load16(&b.qs[16 * k..16 * k + 16]);
+                let halves = [i8x16_shl(v, 4), v128_and(v, u8x16_splat(0xF0))];
+                halves.map(|q| [i16x8_extend_low_i8x16(q), i16x8_extend_high_i8x16(q)])
+            });
             let dw = f32x4(
-                b.d[0].to_f32(),
-                b.d[1].to_f32(),
-                b.d[2].to_f32(),
-                b.d[3].to_f32(),
+                f16_to_f32(b.d[0]),
+                f16_to_f32(b.d[1]),
+                f16_to_f32(b.d[2]),
+                f16_to_f32(b.d[3]),
             );
-            let scaled = f32x4_mul(
-                f32x4_mul(f32x4_convert_i32x4(sums), dw),
-                f32x4_splat(y.d.to_f32()),
-            );
-            acc = f32x4_add(acc, scaled);
+            for (acc, x) in acc.iter_mut().zip(&xs) {
+                let y = &x[bi];
+                // Lanes of `rows01` and `rows23` hold pairs of products per row.
+                let (mut rows01, mut rows23) = (i32x4_splat(0), i32x4_splat(0));
+                for (k, w) in w.iter().enumerate() {
+                    for (h, [w01, w23]) in w.iter().enumerate() {
+                        let yv = word_x4_i16(&y.qs, 16 * h + 4 * k);
+                        rows01 = i32x4_add(rows01, i32x4_dot_i16x8(*w01, yv));
+                        rows23 = i32x4_add(rows23, i32x4_dot_i16x8(*w23, yv));
+                    }
+                }
+                let sums = i32x4_shr(
+                    i32x4_add(
+                        i32x4_shuffle::<0, 2, 4, 6>(rows01, rows23),
+                        i32x4_shuffle::<1, 3, 5, 7>(rows01, rows23),
+                    ),
+                    4,
+                );
+                let scaled = f32x4_mul(
+                    f32x4_mul(f32x4_convert_i32x4(sums), dw),
+                    f32x4_splat(f16_to_f32(y.d)),
+                );
+                *acc = f32x4_add(*acc, scaled);
+            }
         }
-        out[0] = f32x4_extract_lane::<0>(acc);
-        out[1] = f32x4_extract_lane::<1>(acc);
-        out[2] = f32x4_extract_lane::<2>(acc);
-        out[3] = f32x4_extract_lane::<3>(acc);
+        for (res, acc) in res.iter_mut().zip(acc) {
+            store16(res, acc);
+        }
     }
 
     /// Four f16 (as the low 64 bits of `h`) to f32x4, exactly: the exponent and
@@ -400,10 +483,45 @@ mod imp {
                 + f32x4_extract_lane::<2>(v)
                 + f32x4_extract_lane::<3>(v);
             while i < n {
-                sum += x[i].to_f32() * q[i];
+                sum += f16_to_f32(x[i]) * q[i];
                 i += 1;
             }
             *o = sum;
+        }
+    }
+
+    /// The attention's weighted sum of f16 V rows, eight values at a time:
+    /// per value one exact widening, one multiply and one add, in cell
+    /// order, as `rows::wsum_f16`, so bit-equal to it.
+    fn wsum_f16(
+        v: &[half::f16],
+        stride: usize,
+        offset: usize,
+        cells: &[u32],
+        p: &[f32],
+        out: &mut [f32],
+    ) {
+        crate::backend::cpu::rows::check_cells(v.len(), stride, offset, out.len(), cells, p.len());
+        out.fill(0.0);
+        let n = out.len();
+        for (&c, &w) in cells.iter().zip(p) {
+            let row = &v[c as usize * stride + offset..][..n];
+            let wv = f32x4_splat(w);
+            let mut i = 0;
+            while i + 8 <= n {
+                let h = load16(&row[i..i + 8]);
+                let lo = f32x4_add(load16(&out[i..i + 4]), f32x4_mul(wv, f16x4_to_f32(h)));
+                let hi = f32x4_add(
+                    load16(&out[i + 4..i + 8]),
+                    f32x4_mul(wv, f16x4_to_f32(i64x2_shuffle::<1, 1>(h, h))),
+                );
+                store16(&mut out[i..i + 4], lo);
+                store16(&mut out[i + 4..i + 8], hi);
+                i += 8;
+            }
+            for (o, x) in out[i..].iter_mut().zip(&row[i..]) {
+                *o += w * f16_to_f32(*x);
+            }
         }
     }
 
@@ -432,7 +550,7 @@ mod imp {
             + f32x4_extract_lane::<2>(v)
             + f32x4_extract_lane::<3>(v);
         while i < n {
-            sum += x[i].to_f32() * y[i].to_f32();
+            sum += f16_to_f32(x[i]) * f16_to_f32(y[i]);
             i += 1;
         }
         sum
@@ -491,7 +609,7 @@ mod imp {
     }
 
     /// Exact integer primitives for the k-quant kernels.
-    struct Simd128Dots;
+    pub(in crate::backend::cpu) struct Simd128Dots;
 
     // The methods' safety contract is the trait's (the variant's features:
     // simd128, compiled in); they use only safe `load16`s of typed arrays.
@@ -614,6 +732,9 @@ mod imp {
 
 #[cfg(target_feature = "simd128")]
 pub(super) use imp::kernels;
+// The helpers the relaxed-SIMD kernels build on.
+#[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
+pub(super) use imp::{hsum_i32, load16, nibbles, store16, Simd128Dots};
 
 /// Without simd128 in the module the variant is never supported, so this
 /// table is never asked for; it is the scalar one.

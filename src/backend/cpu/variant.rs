@@ -16,11 +16,12 @@ pub enum CpuVariant {
     NeonI8mm,
     Sve,
     Simd128,
+    RelaxedSimd,
 }
 
 impl CpuVariant {
     /// Every variant, whatever the target.
-    pub const ALL: [CpuVariant; 9] = [
+    pub const ALL: [CpuVariant; 10] = [
         CpuVariant::Scalar,
         CpuVariant::Avx2,
         CpuVariant::AvxVnni,
@@ -30,6 +31,7 @@ impl CpuVariant {
         CpuVariant::NeonI8mm,
         CpuVariant::Sve,
         CpuVariant::Simd128,
+        CpuVariant::RelaxedSimd,
     ];
 
     pub fn name(self) -> &'static str {
@@ -43,6 +45,7 @@ impl CpuVariant {
             CpuVariant::NeonI8mm => "neon-i8mm",
             CpuVariant::Sve => "sve",
             CpuVariant::Simd128 => "simd128",
+            CpuVariant::RelaxedSimd => "relaxed-simd",
         }
     }
 
@@ -66,6 +69,7 @@ impl CpuVariant {
             CpuVariant::NeonI8mm => &[Feature::Neon, Feature::Dotprod, Feature::I8mm],
             CpuVariant::Sve => &[Feature::Neon, Feature::Sve],
             CpuVariant::Simd128 => &[Feature::Simd128],
+            CpuVariant::RelaxedSimd => &[Feature::Simd128, Feature::RelaxedSimd],
         }
     }
 
@@ -81,6 +85,11 @@ impl CpuVariant {
                 cfg!(target_arch = "aarch64")
             }
             CpuVariant::Simd128 => cfg!(target_arch = "wasm32"),
+            // Its instructions fail validation in engines without them, so
+            // only a module built for them contains them.
+            CpuVariant::RelaxedSimd => {
+                cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"))
+            }
         }
     }
 
@@ -117,6 +126,7 @@ impl CpuVariant {
             CpuVariant::AvxVnni => 25,
             CpuVariant::Avx512 => 30,
             CpuVariant::Simd128 => 10,
+            CpuVariant::RelaxedSimd => 20,
         }
     }
 

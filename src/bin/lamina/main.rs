@@ -25,7 +25,7 @@ mod cli {
         #[command(subcommand)]
         command: Command,
         /// Force a CPU kernel variant (scalar, avx2, avx-vnni, avx512, neon, neon-dotprod,
-        /// neon-i8mm, sve, simd128); default: LAMINA_CPU_VARIANT, else the best
+        /// neon-i8mm, sve, simd128, relaxed-simd); default: LAMINA_CPU_VARIANT, else the best
         /// this CPU supports.
         #[arg(long, global = true, value_name = "NAME")]
         cpu_variant: Option<String>,

@@ -1,0 +1,340 @@
+//! wasm32 relaxed-SIMD kernels: the SIMD128 table with the quantized types'
+//! integer dot products on `i32x4.relaxed_dot_i8x16_i7x16_add_s`, one
+//! instruction for sixteen byte products summed four at a time (SIMD128
+//! widens to i16 first: seven). Its second operand must lie in 0..=127; there
+//! every engine gives the exact sum (outside it the result is the engine's
+//! choice), so each kernel puts an unsigned value there: a weight's
+//! nibbles, 2-bit, 6-bit or single-bit values, with their offset (8 for
+//! Q4_0, 32 for Q6_K) taken off through the activations' sum. Every sum is
+//! exact and is scaled in the scalar kernel's order, so results equal the
+//! scalar twins' bit for bit (the kernel tests assert it, in Chromium).
+//!
+//! Q8_0 keeps SIMD128's kernels: with both operands signed, the activations
+//! had to be split into positive and negative parts, two relaxed dots and
+//! three more operations per sixteen bytes, which ran slower in Chromium.
+//!
+//! The module exists only in a build with relaxed-simd enabled (the npm
+//! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
+//! correctly: `npm/simd.js`).
+
+#[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
+mod imp {
+    use std::arch::wasm32::*;
+
+    use crate::backend::cpu::group_tiles::{by_take, gemm_in_tiles};
+    use crate::backend::cpu::kernels::Kernels;
+    use crate::backend::cpu::kquant_dot::{self, IntDots};
+    use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4, X4I4_FLIP};
+    use crate::backend::cpu::scalar::{check_dot, check_dot4};
+    use crate::backend::cpu::simd128::{hsum_i32, load16, nibbles, store16, Simd128Dots};
+    use crate::backend::cpu::widen::f16_to_f32;
+    use crate::tensor::blocks::*;
+
+    // Safety: as in `simd128`: compiled only into a module built with
+    // simd128 and relaxed-simd (an engine without them rejects the whole
+    // module), so the intrinsics need no run-time check; loads are the
+    // bounds-checked `load16`; each kernel checks its slices' lengths.
+
+    pub(in crate::backend::cpu) fn kernels(base: Kernels) -> Kernels {
+        Kernels {
+            vec_dot_q4_0_q8_0,
+            vec_dot_q4_1_q8_1,
+            vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
+            vec_dot_q4_k_q8_k,
+            vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
+            vec_dot_q5_k_q8_k,
+            vec_dot_q6_k_q8_k,
+            vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
+            vec_dot_q2_k_q8_k,
+            vec_dot_q3_k_q8_k,
+            gemv_q4_0_x4i4,
+            gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
+            ..crate::backend::cpu::simd128::kernels(base)
+        }
+    }
+
+    /// `acc` plus, per lane, the sum of four products a·b of the lane's
+    /// bytes; every byte of `b` must be in 0..=127.
+    #[inline(always)]
+    fn dot_i7(a: v128, b: v128, acc: v128) -> v128 {
+        i32x4_relaxed_dot_i8x16_i7x16_add(a, b, acc)
+    }
+
+    /// Σ a·u over sixteen bytes as four partial sums, `u` in 0..=127.
+    #[inline(always)]
+    fn dot16(a: v128, u: v128) -> v128 {
+        dot_i7(a, u, i32x4_splat(0))
+    }
+
+    /// Σ q·y over a block's 32 nibbles (low nibbles with `y[..16]`, high
+    /// with `y[16..]`), q in 0..=15.
+    #[inline(always)]
+    fn nibble_dot(lo: v128, hi: v128, y: &[i8; 32]) -> v128 {
+        dot_i7(load16(&y[16..]), hi, dot16(load16(&y[..]), lo))
+    }
+
+    fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
+        check_dot(x, y);
+        let mut sum = 0.0f32;
+        let eight = u8x16_splat(8);
+        for (x, y) in x.iter().zip(y) {
+            let (lo, hi) = nibbles(&x.qs);
+            let (y0, y1) = (load16(&y.qs[..]), load16(&y.qs[16..]));
+            // Σ (q - 8)·y = Σ q·y - Σ 8·y.
+            let qy = dot_i7(y1, hi, dot16(y0, lo));
+            let eights = dot_i7(y1, eight, dot16(y0, eight));
+            sum += hsum_i32(i32x4_sub(qy, eights)) as f32 * f16_to_f32(x.d) * f16_to_f32(y.d);
+        }
+        sum
+    }
+
+    fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
+        check_dot(x, y);
+        let mut sum = 0.0f32;
+        for (x, y) in x.iter().zip(y) {
+            let (lo, hi) = nibbles(&x.qs);
+            let s = hsum_i32(nibble_dot(lo, hi, &y.qs));
+            sum +=
+                (f16_to_f32(x.d) * f16_to_f32(y.d)) * s as f32 + f16_to_f32(x.m) * f16_to_f32(y.s);
+        }
+        sum
+    }
+
+    /// Four activation rows per weight row, each summed as
+    /// `vec_dot_q4_1_q8_1` sums it.
+    fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        check_dot4(x, &y);
+        let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
+        let mut sum = [0.0f32; 4];
+        for b in 0..n {
+            let xb = &x[b];
+            let (lo, hi) = nibbles(&xb.qs);
+            let (d, m) = (f16_to_f32(xb.d), f16_to_f32(xb.m));
+            for r in 0..4 {
+                let yb = &y[r][b];
+                let s = hsum_i32(nibble_dot(lo, hi, &yb.qs));
+                sum[r] += (d * f16_to_f32(yb.d)) * s as f32 + m * f16_to_f32(yb.s);
+            }
+        }
+        sum
+    }
+
+    fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
+        check_gemv(group, x, out, 4);
+        let mut res = [[0f32; 4]; 4];
+        q4_0_x4i4_tile::<1>(group, &[x; 4], &mut res);
+        out[..4].copy_from_slice(&res[0]);
+    }
+
+    fn gemm_q4_0_x4i4(
+        group: &[BlockQ4_0x4],
+        x: &[BlockQ8_0],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+            by_take!(take, q4_0_x4i4_tile(group, xs, res))
+        });
+    }
+
+    /// Activation bytes `at..at + 4` as a little-endian word in every lane.
+    #[inline(always)]
+    fn word_x4(y: &[i8; 32], at: usize) -> v128 {
+        i32x4_splat(i32::from_le_bytes([
+            y[at] as u8,
+            y[at + 1] as u8,
+            y[at + 2] as u8,
+            y[at + 3] as u8,
+        ]))
+    }
+
+    /// The 4x4 layout's four rows times the first `A` rows of `xs`:
+    /// `res[a][r]` = row r · activation row a. Each 16-byte load holds four
+    /// bytes of each of the four rows, so with the matching four activation
+    /// bytes in every lane (`word_x4`) the relaxed dot's lane r gains row r's
+    /// products: no shuffles. The layout's XOR 8 is undone to get q in
+    /// 0..=15; Σ 8·y is taken off per block. Exact, then scaled in
+    /// `vec_dot`'s order, so each output equals the scalar `vec_dot` of its
+    /// row.
+    #[inline(always)]
+    fn q4_0_x4i4_tile<const A: usize>(
+        group: &[BlockQ4_0x4],
+        xs: &[&[BlockQ8_0]; 4],
+        res: &mut [[f32; 4]; 4],
+    ) {
+        let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
+        let mut acc = [f32x4_splat(0.0); A];
+        let (flip, low, eight) = (u8x16_splat(X4I4_FLIP), u8x16_splat(0x0F), u8x16_splat(8));
+        for (bi, b) in group.iter().enumerate() {
+            // w[k] = (low nibbles, high nibbles) of load k, as q.
+            let w: [[v128; 2]; 4] = std::array::from_fn(|k| {
+                let v = v128_xor(load16(&b.qs[16 * k..16 * k + 16]), flip);
+                [v128_and(v, low), u8x16_shr(v, 4)]
+            });
+            let dw = f32x4(
+                f16_to_f32(b.d[0]),
+                f16_to_f32(b.d[1]),
+                f16_to_f32(b.d[2]),
+                f16_to_f32(b.d[3]),
+            );
+            for (acc, x) in acc.iter_mut().zip(&xs) {
+                let y = &x[bi];
+                let mut s = i32x4_splat(0);
+                for (k, [lo, hi]) in w.iter().enumerate() {
+                    s = dot_i7(word_x4(&y.qs, 4 * k), *lo, s);
+                    s = dot_i7(word_x4(&y.qs, 16 + 4 * k), *hi, s);
+                }
+                // Σ 8·y over the block, in every lane.
+                let e = dot_i7(load16(&y.qs[16..]), eight, dot16(load16(&y.qs[..]), eight));
+                let e = i32x4_add(e, i32x4_shuffle::<2, 3, 0, 1>(e, e));
+                let e = i32x4_add(e, i32x4_shuffle::<1, 0, 3, 2>(e, e));
+                let scaled = f32x4_mul(
+                    f32x4_mul(f32x4_convert_i32x4(i32x4_sub(s, e)), dw),
+                    f32x4_splat(f16_to_f32(y.d)),
+                );
+                *acc = f32x4_add(*acc, scaled);
+            }
+        }
+        for (res, acc) in res.iter_mut().zip(acc) {
+            store16(res, acc);
+        }
+    }
+
+    fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: the module is built with simd128 and relaxed-simd
+        // (RelaxedDots's only requirement); lengths checked above.
+        unsafe { kquant_dot::q4_k::<RelaxedDots>(x, y) }
+    }
+
+    fn vec_dot4_q4_k_q8_k(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        // SAFETY: as in `vec_dot_q4_k_q8_k`; `q4_k4` checks the lengths.
+        unsafe { kquant_dot::q4_k4::<RelaxedDots>(x, y) }
+    }
+
+    fn vec_dot4_q6_k_q8_k(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+        // SAFETY: as in `vec_dot_q4_k_q8_k`; `q6_k4` checks the lengths.
+        unsafe { kquant_dot::q6_k4::<RelaxedDots>(x, y) }
+    }
+
+    fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: as in `vec_dot_q4_k_q8_k`.
+        unsafe { kquant_dot::q5_k::<RelaxedDots>(x, y) }
+    }
+
+    fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: as in `vec_dot_q4_k_q8_k`.
+        unsafe { kquant_dot::q6_k::<RelaxedDots>(x, y) }
+    }
+
+    fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: as in `vec_dot_q4_k_q8_k`.
+        unsafe { kquant_dot::q2_k::<RelaxedDots>(x, y) }
+    }
+
+    fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+        check_dot(x, y);
+        // SAFETY: as in `vec_dot_q4_k_q8_k`.
+        unsafe { kquant_dot::q3_k::<RelaxedDots>(x, y) }
+    }
+
+    /// The k-quants' exact integer primitives on the relaxed dot: each
+    /// unsigned value (nibble, 2-bit, 6-bit, bit) is the in-range operand.
+    struct RelaxedDots;
+
+    // The methods' safety contract is the trait's (the variant's features,
+    // compiled in); they use only safe `load16`s of typed arrays.
+    impl IntDots for RelaxedDots {
+        #[inline(always)]
+        unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
+            // The IQ4 grid holds negative values: SIMD128's kernel.
+            // SAFETY: the same contract (simd128 is in this module too).
+            unsafe { Simd128Dots::level_dots(q, a) }
+        }
+
+        #[inline(always)]
+        unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+            let m = u8x16_splat(0x0F);
+            let (q0, q1) = (load16(&q[..]), load16(&q[16..]));
+            let lo = dot_i7(
+                load16(&a[16..]),
+                v128_and(q1, m),
+                dot16(load16(&a[..]), v128_and(q0, m)),
+            );
+            let hi = dot_i7(
+                load16(&b[16..]),
+                u8x16_shr(q1, 4),
+                dot16(load16(&b[..]), u8x16_shr(q0, 4)),
+            );
+            (hsum_i32(lo), hsum_i32(hi))
+        }
+
+        #[inline(always)]
+        unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
+            let (h0, h1) = (load16(&h[..]), load16(&h[16..]));
+            let one = u8x16_splat(1);
+            let sums = |bit: u32, v: &[i8; 32]| {
+                let b0 = v128_and(u8x16_shr(h0, bit), one);
+                let b1 = v128_and(u8x16_shr(h1, bit), one);
+                hsum_i32(dot_i7(load16(&v[16..]), b1, dot16(load16(&v[..]), b0)))
+            };
+            (sums(bit, a), sums(bit + 1, b))
+        }
+
+        #[inline(always)]
+        unsafe fn q6_dots(
+            ql: &[u8; 32],
+            high: bool,
+            qh: &[u8; 32],
+            shift: u32,
+            a: &[i8; 32],
+        ) -> (i32, i32) {
+            let half = |off: usize| {
+                let l = load16(&ql[off..]);
+                let nib = if high {
+                    u8x16_shr(l, 4)
+                } else {
+                    v128_and(l, u8x16_splat(0x0F))
+                };
+                let hb = v128_and(u8x16_shr(load16(&qh[off..]), shift), u8x16_splat(3));
+                // q in 0..=63; Σ (q - 32)·a = Σ q·a - Σ 32·a.
+                let q = v128_or(nib, i8x16_shl(hb, 4));
+                let av = load16(&a[off..]);
+                hsum_i32(i32x4_sub(dot16(av, q), dot16(av, u8x16_splat(32))))
+            };
+            (half(0), half(16))
+        }
+
+        #[inline(always)]
+        unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
+            let half = |off: usize| {
+                let v = v128_and(u8x16_shr(load16(&q[off..]), shift), u8x16_splat(3));
+                hsum_i32(dot16(load16(&a[off..]), v))
+            };
+            (half(0), half(16))
+        }
+
+        #[inline(always)]
+        unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
+            let half = |off: usize| {
+                let set = v128_and(u8x16_shr(load16(&h[off..]), bit), u8x16_splat(1));
+                hsum_i32(dot16(load16(&a[off..]), set))
+            };
+            (half(0), half(16))
+        }
+    }
+}
+
+#[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
+pub(super) use imp::kernels;
+
+/// Without relaxed-simd in the module the variant is not compiled, so this
+/// table is never asked for; it is SIMD128's.
+#[cfg(not(all(target_feature = "simd128", target_feature = "relaxed-simd")))]
+pub(super) fn kernels(base: super::kernels::Kernels) -> super::kernels::Kernels {
+    super::simd128::kernels(base)
+}
