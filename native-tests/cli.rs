@@ -173,7 +173,8 @@ fn devices_reports_the_selected_variant() {
             "neon-dotprod",
             "neon-i8mm",
             "sve",
-            "simd128"
+            "simd128",
+            "relaxed-simd"
         ]
     );
     let selected: Vec<&str> = variants

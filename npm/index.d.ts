@@ -36,9 +36,10 @@ export interface LoadOptions {
 export interface BuildInfo {
   build: 'single-thread' | 'threaded';
   /**
-   * The instruction set of the build: 'relaxed-simd' where the engine
-   * validates relaxed SIMD (Chromium 114+, Node 22+), else 'simd128'; the
-   * same numbers either way.
+   * The instruction set of the build: 'relaxed-simd' where the engine runs
+   * relaxed SIMD correctly (a check at load: Chromium's V8 does; Node 20's,
+   * behind a flag, sums wrongly and is not used), else 'simd128'; the same
+   * numbers either way.
    */
   simd: 'simd128' | 'relaxed-simd';
   /** Why this instruction set (e.g. "this engine has no relaxed SIMD"). */

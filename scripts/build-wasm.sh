@@ -12,7 +12,8 @@
 #   npm/dist-relaxed/, npm/dist-threads-relaxed/
 #                              the same two with relaxed SIMD as well (the
 #                              `relaxed-simd` CPU variant); the package loads
-#                              them where the engine validates relaxed SIMD.
+#                              them where the engine runs relaxed SIMD
+#                              correctly (npm/simd.js).
 # `LAMINA_WASM_BUILDS="single"` (or any of "single threads single-relaxed
 # threads-relaxed") builds just those.
 set -euo pipefail
@@ -25,7 +26,8 @@ report() { ls -l "$1" | awk '{print "build-wasm: " $9 " " $5 " bytes"}'; }
 # package TARGET_DIR OUT_DIR CARGO_ARGS...: the release library built for
 # wasm32, its JS bindings generated for `import` in browsers and Node, and
 # the module optimised in place (wasm-opt also enables the features the
-# module's target_features section lists, such as atomics).
+# module's target_features section lists, such as atomics and relaxed-simd,
+# so a SIMD128 build stays free of relaxed instructions).
 package() {
   local target_dir=$1 out=$2
   shift 2
@@ -34,7 +36,7 @@ package() {
   rm -rf "$out"
   wasm-bindgen --target web --out-dir "$out" --out-name lamina \
     "$target_dir/wasm32-unknown-unknown/release/lamina.wasm"
-  wasm-opt -O3 --enable-simd --enable-relaxed-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
+  wasm-opt -O3 --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals "$out/lamina_bg.wasm" -o "$out/lamina_bg.wasm"
   report "$out/lamina_bg.wasm"
 }

@@ -25,8 +25,10 @@ mod imp {
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4, X4I4_FLIP};
-    use crate::backend::cpu::scalar::{check_dot, check_dot4};
-    use crate::backend::cpu::simd128::{hsum_i32, load16, nibbles, store16, Simd128Dots};
+    use crate::backend::cpu::scalar::check_dot;
+    use crate::backend::cpu::simd128::{
+        hsum_i32, load16, nibbles, q4_1_rows4, store16, Simd128Dots,
+    };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
 
@@ -100,23 +102,9 @@ mod imp {
         sum
     }
 
-    /// Four activation rows per weight row, each summed as
-    /// `vec_dot_q4_1_q8_1` sums it.
+    /// Four activation rows per weight row, in SIMD128's frame.
     fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
-        check_dot4(x, &y);
-        let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
-        let mut sum = [0.0f32; 4];
-        for b in 0..n {
-            let xb = &x[b];
-            let (lo, hi) = nibbles(&xb.qs);
-            let (d, m) = (f16_to_f32(xb.d), f16_to_f32(xb.m));
-            for r in 0..4 {
-                let yb = &y[r][b];
-                let s = hsum_i32(nibble_dot(lo, hi, &yb.qs));
-                sum[r] += (d * f16_to_f32(yb.d)) * s as f32 + m * f16_to_f32(yb.s);
-            }
-        }
-        sum
+        q4_1_rows4(x, y, |lo, hi, y| nibble_dot(lo, hi, &y.qs))
     }
 
     fn gemv_q4_0_x4i4(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {

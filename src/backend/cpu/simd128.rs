@@ -116,6 +116,46 @@ mod imp {
             + i32x4_extract_lane::<3>(v)
     }
 
+    /// [Σ lanes of s[0], Σ s[1], Σ s[2], Σ s[3]]: four horizontal sums in one
+    /// vector (integer adds, so exact in any order).
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn hsum4_i32(s: [v128; 4]) -> v128 {
+        let a = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(s[0], s[1]),
+            i32x4_shuffle::<2, 6, 3, 7>(s[0], s[1]),
+        );
+        let b = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(s[2], s[3]),
+            i32x4_shuffle::<2, 6, 3, 7>(s[2], s[3]),
+        );
+        i32x4_add(
+            i32x4_shuffle::<0, 1, 4, 5>(a, b),
+            i32x4_shuffle::<2, 3, 6, 7>(a, b),
+        )
+    }
+
+    /// One f16 field of each of four blocks, widened, as a vector.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn widen4(h: [half::f16; 4]) -> v128 {
+        f32x4(
+            f16_to_f32(h[0]),
+            f16_to_f32(h[1]),
+            f16_to_f32(h[2]),
+            f16_to_f32(h[3]),
+        )
+    }
+
+    /// `sum[r]` of a four-row dot as an array.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn lanes(v: v128) -> [f32; 4] {
+        [
+            f32x4_extract_lane::<0>(v),
+            f32x4_extract_lane::<1>(v),
+            f32x4_extract_lane::<2>(v),
+            f32x4_extract_lane::<3>(v),
+        ]
+    }
+
     /// The first 16 bytes of `p`; panics if it holds fewer. Every caller
     /// passes a part of a typed array or of a `chunks_exact` chunk, whose
     /// length the compiler knows, so the check is folded away.
@@ -262,12 +302,13 @@ mod imp {
     }
 
     /// Four activation rows per weight row: the weight block is widened
-    /// to i16 once, and each row summed exactly as `vec_dot_q8_0_q8_0`
-    /// sums it.
+    /// to i16 once, and each row summed as `vec_dot_q8_0_q8_0` sums it, the
+    /// four rows in the lanes of one vector (the same operations per lane,
+    /// so the same bits).
     fn vec_dot4_q8_0_q8_0(x: &[BlockQ8_0], y: [&[BlockQ8_0]; 4]) -> [f32; 4] {
         check_dot4(x, &y);
         let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
-        let mut sum = [0.0f32; 4];
+        let mut sum = f32x4_splat(0.0);
         for b in 0..n {
             let xb = &x[b];
             let (x0, x1) = (load16(&xb.qs[..]), load16(&xb.qs[16..]));
@@ -277,11 +318,10 @@ mod imp {
                 i16x8_extend_low_i8x16(x1),
                 i16x8_extend_high_i8x16(x1),
             ];
-            let dx = f16_to_f32(xb.d);
-            for r in 0..4 {
-                let yb = &y[r][b];
+            let ys = [&y[0][b], &y[1][b], &y[2][b], &y[3][b]];
+            let s = hsum4_i32(ys.map(|yb| {
                 let (y0, y1) = (load16(&yb.qs[..]), load16(&yb.qs[16..]));
-                let s = i32x4_add(
+                i32x4_add(
                     i32x4_add(
                         i32x4_dot_i16x8(w[0], i16x8_extend_low_i8x16(y0)),
                         i32x4_dot_i16x8(w[1], i16x8_extend_high_i8x16(y0)),
@@ -290,11 +330,12 @@ mod imp {
                         i32x4_dot_i16x8(w[2], i16x8_extend_low_i8x16(y1)),
                         i32x4_dot_i16x8(w[3], i16x8_extend_high_i8x16(y1)),
                     ),
-                );
-                sum[r] += hsum_i32(s) as f32 * (dx * f16_to_f32(yb.d));
-            }
+                )
+            }));
+            let scale = f32x4_mul(f32x4_splat(f16_to_f32(xb.d)), widen4(ys.map(|yb| yb.d)));
+            sum = f32x4_add(sum, f32x4_mul(f32x4_convert_i32x4(s), scale));
         }
-        sum
+        lanes(sum)
     }
 
     fn vec_dot_q4_0_q8_0(x: &[BlockQ4_0], y: &[BlockQ8_0]) -> f32 {
@@ -312,23 +353,42 @@ mod imp {
         sum
     }
 
-    /// Four activation rows per weight row, each summed exactly as
-    /// `vec_dot_q4_1_q8_1` sums it.
+    /// Four activation rows per weight row, each summed as
+    /// `vec_dot_q4_1_q8_1` sums it, the four in the lanes of one vector.
     fn vec_dot4_q4_1_q8_1(x: &[BlockQ4_1], y: [&[BlockQ8_1]; 4]) -> [f32; 4] {
+        q4_1_rows4(x, y, |lo, hi, y| {
+            i32x4_add(dot16(lo, load16(&y.qs)), dot16(hi, load16(&y.qs[16..])))
+        })
+    }
+
+    /// The frame of the Q4_1 four-row dots: `dot(lo, hi, y)` gives a
+    /// block's partial sums of nibbles times activations; per block and
+    /// lane r, `sum += (d·dy)·S + m·s`, `vec_dot_q4_1_q8_1`'s operations.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn q4_1_rows4(
+        x: &[BlockQ4_1],
+        y: [&[BlockQ8_1]; 4],
+        dot: impl Fn(v128, v128, &BlockQ8_1) -> v128,
+    ) -> [f32; 4] {
         check_dot4(x, &y);
         let n = y.iter().fold(x.len(), |n, r| n.min(r.len()));
-        let mut sum = [0.0f32; 4];
+        let mut sum = f32x4_splat(0.0);
         for b in 0..n {
             let xb = &x[b];
             let (lo, hi) = nibbles(&xb.qs);
-            let (d, m) = (f16_to_f32(xb.d), f16_to_f32(xb.m));
-            for r in 0..4 {
-                let yb = &y[r][b];
-                let s = i32x4_add(dot16(lo, load16(&yb.qs)), dot16(hi, load16(&yb.qs[16..])));
-                sum[r] += (d * f16_to_f32(yb.d)) * hsum_i32(s) as f32 + m * f16_to_f32(yb.s);
-            }
+            let ys = [&y[0][b], &y[1][b], &y[2][b], &y[3][b]];
+            let s = hsum4_i32(ys.map(|yb| dot(lo, hi, yb)));
+            let (d, m) = (f32x4_splat(f16_to_f32(xb.d)), f32x4_splat(f16_to_f32(xb.m)));
+            let term = f32x4_add(
+                f32x4_mul(
+                    f32x4_mul(d, widen4(ys.map(|yb| yb.d))),
+                    f32x4_convert_i32x4(s),
+                ),
+                f32x4_mul(m, widen4(ys.map(|yb| yb.s))),
+            );
+            sum = f32x4_add(sum, term);
         }
-        sum
+        lanes(sum)
     }
 
     fn vec_dot_q4_1_q8_1(x: &[BlockQ4_1], y: &[BlockQ8_1]) -> f32 {
@@ -734,7 +794,7 @@ mod imp {
 pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
-pub(super) use imp::{hsum_i32, load16, nibbles, store16, Simd128Dots};
+pub(super) use imp::{hsum_i32, load16, nibbles, q4_1_rows4, store16, Simd128Dots};
 
 /// Without simd128 in the module the variant is never supported, so this
 /// table is never asked for; it is the scalar one.
