@@ -27,7 +27,7 @@ mod imp {
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4, X4I4_FLIP};
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        hsum_i32, load16, nibbles, q4_1_rows4, store16, Simd128Dots,
+        hsum_i32, load16, nibbles, q4_1_rows4, store16, word_x4, Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -124,17 +124,6 @@ mod imp {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
             by_take!(take, q4_0_x4i4_tile(group, xs, res))
         });
-    }
-
-    /// Activation bytes `at..at + 4` as a little-endian word in every lane.
-    #[inline(always)]
-    fn word_x4(y: &[i8; 32], at: usize) -> v128 {
-        i32x4_splat(i32::from_le_bytes([
-            y[at] as u8,
-            y[at + 1] as u8,
-            y[at + 2] as u8,
-            y[at + 3] as u8,
-        ]))
     }
 
     /// The 4x4 layout's four rows times the first `A` rows of `xs`:

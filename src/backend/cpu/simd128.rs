@@ -422,18 +422,23 @@ mod imp {
         });
     }
 
-    /// Activation bytes `at..at + 4` as a little-endian word, repeated in
-    /// each lane and widened to i16: paired with a widened half of a 4x4
-    /// load, lane pairs then multiply one row's four bytes by them.
+    /// Activation bytes `at..at + 4` as a little-endian word in every lane:
+    /// lane r then meets row r's four bytes of a 4x4 load.
     #[inline(always)]
-    fn word_x4_i16(y: &[i8; 32], at: usize) -> v128 {
-        let w = i32::from_le_bytes([
+    pub(in crate::backend::cpu) fn word_x4(y: &[i8; 32], at: usize) -> v128 {
+        i32x4_splat(i32::from_le_bytes([
             y[at] as u8,
             y[at + 1] as u8,
             y[at + 2] as u8,
             y[at + 3] as u8,
-        ]);
-        i16x8_extend_low_i8x16(i32x4_splat(w))
+        ]))
+    }
+
+    /// `word_x4` widened to i16: paired with a widened half of a 4x4 load,
+    /// lane pairs multiply one row's four bytes by it.
+    #[inline(always)]
+    fn word_x4_i16(y: &[i8; 32], at: usize) -> v128 {
+        i16x8_extend_low_i8x16(word_x4(y, at))
     }
 
     /// The 4x4 layout's four rows times the first `A` rows of `xs`:
@@ -794,7 +799,7 @@ mod imp {
 pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
-pub(super) use imp::{hsum_i32, load16, nibbles, q4_1_rows4, store16, Simd128Dots};
+pub(super) use imp::{hsum_i32, load16, nibbles, q4_1_rows4, store16, word_x4, Simd128Dots};
 
 /// Without simd128 in the module the variant is never supported, so this
 /// table is never asked for; it is the scalar one.
