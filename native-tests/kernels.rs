@@ -659,6 +659,67 @@ fn float_tiles_match_the_scalar_twin_and_ignore_their_neighbours() {
     }
 }
 
+/// The f16 GEMV (one activation row, many weight rows) gives each output
+/// the bits of the float tiles on the widened rows, so a token's outputs do
+/// not depend on whether it was evaluated alone or in a batch; the scalar
+/// twin agrees within rounding, and shapes are checked.
+#[test]
+fn f16_gemv_matches_the_tiles_bit_for_bit() {
+    let mut rng = Rng::new(9);
+    let mut checked = 0;
+    for (variant, k) in variants() {
+        let Some(gemv) = k.gemv_f16 else { continue };
+        let tile = k
+            .tile_f32
+            .expect("a variant with an f16 GEMV has float tiles");
+        for cols in [1usize, 7, 8, 9, 16, 31, 64, 384, 1000] {
+            for rows in [1usize, 3, 4, 9] {
+                let w: Vec<half::f16> = random_values(&mut rng, (rows * cols).div_ceil(32) * 32)
+                    [..rows * cols]
+                    .iter()
+                    .map(|&v| half::f16::from_f32(v))
+                    .collect();
+                let x: Vec<f32> = random_values(&mut rng, cols.div_ceil(32) * 32)[..cols]
+                    .iter()
+                    .map(|&v| half::f16::from_f32(v).to_f32())
+                    .collect();
+                let mut got = vec![f32::NAN; rows];
+                gemv(&w, &x, &mut got);
+                let mut twin = vec![f32::NAN; rows];
+                lamina::backend::cpu::scalar::gemv_f16(&w, &x, &mut twin);
+                let wide: Vec<f32> = w.iter().map(|v| v.to_f32()).collect();
+                for r in 0..rows {
+                    let row = |t: usize| &wide[(r + t).min(rows - 1) * cols..][..cols];
+                    let mut tiled = [f32::NAN; 4];
+                    tile([row(0), row(1), row(2), row(3)], &x, &mut tiled, 4, 1);
+                    let what = format!("{variant}: gemv_f16 cols={cols} rows={rows} [{r}]");
+                    assert_eq!(
+                        got[r].to_bits(),
+                        tiled[0].to_bits(),
+                        "{what} against tile_f32"
+                    );
+                    let mag: f32 = row(0).iter().zip(&x).map(|(a, b)| (a * b).abs()).sum();
+                    assert_close(&what, got[r], twin[r], mag, cols);
+                }
+            }
+        }
+        // Weights that are not whole rows, or no activations.
+        let w = vec![half::f16::ZERO; 10];
+        for (x, rows) in [(vec![0f32; 3], 3), (vec![0f32; 5], 3), (vec![], 0)] {
+            let bad = std::panic::catch_unwind(|| gemv(&w, &x, &mut vec![0f32; rows]));
+            assert!(
+                bad.is_err(),
+                "{variant}: gemv_f16 of 10 weights, {} columns",
+                x.len()
+            );
+        }
+        checked += 1;
+    }
+    if cfg!(target_arch = "x86_64") && variants().iter().any(|(v, _)| *v == CpuVariant::Avx2) {
+        assert!(checked >= 1, "the avx2 variant has an f16 GEMV");
+    }
+}
+
 /// The scalar kernels themselves against a plain f64 computation from the
 /// dequantized blocks: the integer parts are exact, so only float rounding
 /// remains.

@@ -42,6 +42,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_f16,
         tile_f32: Some(tile_f32),
         tile_f16: Some(tile_f16),
+        gemv_f16: Some(gemv_f16),
         vec_dot_q4_k_q8_k,
         vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
         vec_dot_q5_k_q8_k,
@@ -1511,6 +1512,16 @@ fn tile_f16(w: [&[half::f16]; 4], x: &[f32], out: &mut [f32], stride: usize, sto
             }
         }
     });
+}
+
+fn gemv_f16(w: &[half::f16], x: &[f32], out: &mut [f32]) {
+    let cols = super::scalar::check_gemv(w, x, out);
+    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; `wr` and `x` have the same length, and the
+        // output is a one-value slice.
+        unsafe { row_f16::<1>(wr, x, std::slice::from_mut(o), 0) }
+    }
 }
 
 /// One f16 weight row times `C` (1..=4) activation rows, converting 8

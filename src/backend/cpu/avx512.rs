@@ -45,6 +45,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
         tile_f32: Some(tile_f32),
         tile_f16: Some(tile_f16),
+        gemv_f16: Some(gemv_f16),
         ..avx2::kernels(base)
     }
 }
@@ -126,6 +127,16 @@ fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: us
             }
         }
     });
+}
+
+fn gemv_f16(w: &[f16], x: &[f32], out: &mut [f32]) {
+    let cols = super::scalar::check_gemv(w, x, out);
+    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+        // SAFETY: only reachable through the table built after detecting
+        // the features (`kernels`); `wr` and `x` have the same length, and
+        // the output is a one-value slice.
+        unsafe { row_f16::<1>(wr, x, std::slice::from_mut(o), 0) }
+    }
 }
 
 /// One f16 weight row times `C` (1..=6) activation rows, converting 16

@@ -50,6 +50,13 @@ pub type TileF32Fn = fn([&[f32]; 4], &[f32], &mut [f32], usize, usize);
 /// product. Converting is exact, so the outputs equal `TileF32Fn`'s on the
 /// widened rows bit for bit.
 pub type TileF16Fn = fn([&[f16]; 4], &[f32], &mut [f32], usize, usize);
+/// f16 weight rows times one activation row (a generated token's product):
+/// `(w, x, out)` sets `out[r]` to row `r` of `w` (the rows back to back,
+/// each as long as `x`) times `x`, for every `r < out.len()`. One call per
+/// matrix piece walks the rows in order, one stream of memory, without a
+/// frame per row; each row is summed as `TileF32Fn` sums it, so the outputs
+/// equal a tile's on the widened rows bit for bit.
+pub type GemvF16Fn = fn(&[f16], &[f32], &mut [f32]);
 
 /// `out += p · v` (the attention's weighted sum of f32 V rows).
 pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
@@ -101,6 +108,9 @@ pub struct Kernels {
     /// The same tiles on f16 weight rows, converted in the kernel, where a
     /// variant has them (used for products with few activation rows).
     pub tile_f16: Option<TileF16Fn>,
+    /// The same for one activation row over many weight rows, where a
+    /// variant has it.
+    pub gemv_f16: Option<GemvF16Fn>,
     /// The repacked Q4_0 layout this variant accelerates, if any.
     pub repack: Option<RepackLayout>,
     pub gemv_q4_0_x4i4: GemvFn<BlockQ4_0x4>,
@@ -177,6 +187,7 @@ impl Kernels {
             vec_dot_f32: scalar::vec_dot_f32,
             tile_f32: None,
             tile_f16: None,
+            gemv_f16: None,
             repack: None,
             gemv_q4_0_x4i4: repack::gemv_q4_0_x4i4,
             gemv_q4_0_x4i8: repack::gemv_q4_0_x4i8,

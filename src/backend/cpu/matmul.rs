@@ -219,9 +219,10 @@ const WEIGHT_BLOCK_BYTES: usize = 128 * 1024;
 const F16_DIRECT_ROWS: usize = 6;
 
 /// f16 weight rows `rows` times every activation row (f32 holding f16
-/// values), four weight rows at a time: for a few activation rows straight
-/// from the file (`tile_f16`), else widened to f32 once for all of them
-/// (`tile_f32`). Both give the same bits. A group at the end of the rows
+/// values): for one activation row all rows at once (`gemv_f16`), else
+/// four weight rows at a time, for a few activation rows straight from the
+/// file (`tile_f16`), else widened to f32 once for all of them
+/// (`tile_f32`). All give the same bits. A group at the end of the rows
 /// repeats its last row, and only the real rows are stored.
 fn f16_tiles(
     k: &Kernels,
@@ -233,6 +234,15 @@ fn f16_tiles(
     piece: &mut Piece,
 ) {
     let (cols, len) = (w.cols, rows.len());
+    if y.len() == cols {
+        // One activation row: the piece's rows in one call when the file
+        // holds them aligned (every GGUF file does).
+        let bytes = &w.data[rows.start * w.row_bytes..rows.end * w.row_bytes];
+        if let (Some(gemv), Some(wr)) = (k.gemv_f16, as_f16(bytes)) {
+            gemv(wr, y, &mut out[..len]);
+            return;
+        }
+    }
     let staging = sized(&mut piece.row_f16, 4 * cols, f16::ZERO);
     let row = |j0: usize, t: usize| rows.start + (j0 + t).min(len - 1);
     let direct = k.tile_f16.filter(|_| y.len() <= F16_DIRECT_ROWS * cols);

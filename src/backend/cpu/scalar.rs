@@ -385,6 +385,35 @@ pub fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store
     tile(w, x, out, stride, store, f16::to_f32);
 }
 
+/// The scalar twin of the SIMD `gemv_f16` kernels: each output a plain dot
+/// product accumulated in f64, as `tile_f16`.
+pub fn gemv_f16(w: &[f16], x: &[f32], out: &mut [f32]) {
+    let cols = check_gemv(w, x, out);
+    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+        let sum: f64 = wr
+            .iter()
+            .zip(x)
+            .map(|(a, b)| a.to_f32() as f64 * *b as f64)
+            .sum();
+        *o = sum as f32;
+    }
+}
+
+/// Panics unless `w` holds `out.len()` rows as long as a non-empty `x`;
+/// returns that length.
+#[inline(always)]
+#[track_caller]
+pub(crate) fn check_gemv(w: &[f16], x: &[f32], out: &[f32]) -> usize {
+    let cols = x.len();
+    assert!(
+        cols > 0 && Some(w.len()) == out.len().checked_mul(cols),
+        "a GEMV of {} f16 weights into {} rows of {cols}",
+        w.len(),
+        out.len()
+    );
+    cols
+}
+
 fn tile<W: Copy>(
     w: [&[W]; 4],
     x: &[f32],
