@@ -244,9 +244,18 @@ unsafe fn tile_f32_impl<const C: usize>(
         }
         i += 16;
     }
+    // Every accumulator reduced with constant indices, so the array stays
+    // in registers (indexing it by the run-time `store` put it on the
+    // stack, zeroed by a memset per call).
+    let mut sums = [[0f32; C]; 4];
+    for r in 0..4 {
+        for c in 0..C {
+            sums[r][c] = _mm512_reduce_add_ps(acc[r][c]);
+        }
+    }
     for r in 0..store {
         for c in 0..C {
-            let mut sum = _mm512_reduce_add_ps(acc[r][c]);
+            let mut sum = sums[r][c];
             for j in i..n {
                 sum += w[r][j] * x[c * n + j];
             }
