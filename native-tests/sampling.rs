@@ -530,6 +530,7 @@ fn random_parameter_sets_never_panic() {
             seed: Some(case as u32),
             min_keep: pick(&ints).max(0.0) as usize,
             logit_bias: vec![(0, pick(&[1.0, f32::NEG_INFINITY, 0.0]))],
+            ..SamplingParams::default()
         };
         let n_vocab = 1 + (case as usize % 37);
         let mut sampler = match Sampler::new(p.clone(), n_vocab) {

@@ -124,7 +124,7 @@ LAMINA_SKIP_BUILD=1 run "web chromium" scripts/test-web.sh
 # (any parameters and logits) and chat templates. New inputs go to the
 # ignored corpus dirs; the seeds are in the repository.
 fuzz_seconds=${LAMINA_FUZZ_SECONDS:-60}
-fuzz_targets=(gguf_parse model_load tokenizer sampler chat_template)
+fuzz_targets=(gguf_parse model_load tokenizer sampler chat_template grammar)
 fuzz_all() {
   cargo "+$LAMINA_NIGHTLY" fuzz build 2>&1 | tail -n 3
   [ "${PIPESTATUS[0]}" = 0 ] || return 1

@@ -30,6 +30,7 @@ fuzz_target!(|data: &[u8]| {
         seed: Some(word(12)),
         min_keep: (word(13) % 64) as usize,
         logit_bias: vec![(0, float(14))],
+        ..SamplingParams::default()
     };
     let logits: Vec<f32> = data
         .chunks_exact(4)

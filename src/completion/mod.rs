@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::chat::ChatMessage;
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
+use crate::sampling::grammar::{Grammar, GrammarState};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stopwatch::Stopwatch;
 use crate::tokenizer::TextStream;
@@ -338,7 +339,23 @@ impl Context {
                     .map(|t| (t, f32::NEG_INFINITY)),
             );
         }
+        let grammar = match &sampling.grammar {
+            Some(src) => Some(Grammar::parse(src, "root", Some(vocab))?),
+            None => None,
+        };
+        if sampling.grammar_lazy && grammar.is_none() {
+            return Err(Error::InvalidArgument(
+                "grammar_lazy needs a grammar".into(),
+            ));
+        }
+        let lazy = sampling
+            .grammar_lazy
+            .then(|| sampling.grammar_triggers.clone());
         let mut sampler = Sampler::new(sampling, n_vocab)?;
+        if let Some(g) = grammar {
+            let state = GrammarState::new(&g, self.grammar_tokens(), lazy.as_ref())?;
+            sampler.set_grammar(state);
+        }
 
         // Reuse the cached prefix; at least the last prompt token is
         // evaluated again, for its logits.
@@ -466,7 +483,7 @@ impl CompletionRun {
                 probs,
             }));
         }
-        self.sampler.accept(id);
+        self.sampler.accept_generated(id)?;
         let piece = self.stream.push(&vocab.token_bytes(id, false));
         let text = match self.stops.push(&piece) {
             Step::Emit(text) => text,

@@ -123,6 +123,9 @@ pub struct Context {
     prompt_cache: Vec<u32>,
     pooling: Pooling,
     encoded: EncodeOutput,
+    /// The vocabulary's token texts as grammars read them, built by the
+    /// first grammar-constrained completion.
+    grammar_tokens: Option<Arc<crate::sampling::grammar::TokenTable>>,
 }
 
 impl Context {
@@ -184,6 +187,7 @@ impl Context {
             logits: Vec::new(),
             abort: AbortHandle::new(),
             prompt_cache: Vec::new(),
+            grammar_tokens: None,
             pooling,
             encoded: EncodeOutput::default(),
         })
@@ -257,6 +261,16 @@ impl Context {
     /// The tokens of sequence 0 the last completion left in the cache at
     /// positions 0.. (its prompt cache). Any direct edit of the cache
     /// (`kv_*`) empties it.
+    /// The token table grammars read (built once per context).
+    pub fn grammar_tokens(&mut self) -> Arc<crate::sampling::grammar::TokenTable> {
+        let model = &self.model;
+        self.grammar_tokens
+            .get_or_insert_with(|| {
+                Arc::new(crate::sampling::grammar::TokenTable::new(&model.vocab))
+            })
+            .clone()
+    }
+
     pub fn prompt_cache(&self) -> &[u32] {
         &self.prompt_cache
     }

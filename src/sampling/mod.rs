@@ -4,11 +4,14 @@
 //! order, and llama.cpp's random numbers (MT19937, libstdc++'s discrete
 //! distribution).
 
+pub mod grammar;
 mod rng;
 
 use std::collections::{HashMap, VecDeque};
 
 pub use rng::Mt19937;
+
+use grammar::GrammarState;
 
 use crate::error::{Error, Result};
 
@@ -71,6 +74,24 @@ impl Candidates {
     fn top_k(&mut self, k: i32) {
         let n = self.data.len();
         let k = if k <= 0 { n } else { (k as usize).min(n) };
+        if !self.sorted && k > 0 && k < n {
+            // Only the best k need an order: select them, then sort those.
+            // Ties go to the earlier position, so the result is the stable
+            // sort's first k (a full sort of the vocabulary per token was
+            // the sampler's main cost).
+            let data = &self.data;
+            let order = |a: &u32, b: &u32| {
+                let (x, y) = (&data[*a as usize], &data[*b as usize]);
+                y.logit.total_cmp(&x.logit).then(a.cmp(b))
+            };
+            let mut best: Vec<u32> = (0..n as u32).collect();
+            best.select_nth_unstable_by(k - 1, order);
+            best.truncate(k);
+            best.sort_unstable_by(order);
+            self.data = best.iter().map(|&i| data[i as usize]).collect();
+            self.sorted = true;
+            return;
+        }
         self.sort();
         self.data.truncate(k);
     }
@@ -194,6 +215,12 @@ pub struct SamplingParams {
     pub seed: Option<u32>,
     pub min_keep: usize,
     pub logit_bias: Vec<(u32, f32)>,
+    /// A GBNF grammar (start rule `root`) every generated text must match.
+    pub grammar: Option<String>,
+    /// Whether the grammar waits for one of `grammar_triggers` before it
+    /// constrains anything (tool calls after free text).
+    pub grammar_lazy: bool,
+    pub grammar_triggers: grammar::Triggers,
 }
 
 impl Default for SamplingParams {
@@ -214,6 +241,9 @@ impl Default for SamplingParams {
             seed: None,
             min_keep: 0,
             logit_bias: Vec::new(),
+            grammar: None,
+            grammar_lazy: false,
+            grammar_triggers: grammar::Triggers::default(),
         }
     }
 }
@@ -289,6 +319,9 @@ pub struct Sampler {
     recent: VecDeque<u32>,
     counts: HashMap<u32, i32>,
     mu: f32,
+    grammar: Option<GrammarState>,
+    /// Every token id, for the grammar's filter.
+    all_ids: Vec<u32>,
 }
 
 impl Sampler {
@@ -319,6 +352,8 @@ impl Sampler {
             n_vocab,
             recent: VecDeque::new(),
             counts: HashMap::new(),
+            grammar: None,
+            all_ids: Vec::new(),
         })
     }
 
@@ -373,7 +408,56 @@ impl Sampler {
                 self.n_vocab
             )));
         }
+        let id = self.run_chain(Candidates::from_logits(logits))?;
+        let Some(grammar) = self.grammar.as_ref().filter(|g| g.is_active()) else {
+            return Ok(id);
+        };
+        if grammar.allows(id) {
+            return Ok(id);
+        }
+        // As llama.cpp's common sampler: the chain's choice broke the
+        // grammar, so the grammar filters the whole vocabulary first and the
+        // chain runs again (a second draw).
+        let mut keep = vec![true; logits.len()];
+        grammar.filter(&self.all_ids, &mut keep);
+        if !keep.contains(&true) {
+            return Err(Error::InvalidArgument(
+                "the grammar allows none of the vocabulary's tokens here".into(),
+            ));
+        }
         let mut c = Candidates::from_logits(logits);
+        for (cand, &k) in c.data.iter_mut().zip(&keep) {
+            if !k {
+                cand.logit = f32::NEG_INFINITY;
+            }
+        }
+        let id = self.run_chain(c)?;
+        if !keep[id as usize] {
+            return Err(Error::InvalidArgument(
+                "the sampling parameters left only tokens the grammar does not allow".into(),
+            ));
+        }
+        Ok(id)
+    }
+
+    /// Records a generated token: for the penalties, and moves the grammar
+    /// (if any) past it.
+    pub fn accept_generated(&mut self, token: u32) -> Result<()> {
+        self.accept(token);
+        match &mut self.grammar {
+            Some(g) => g.accept(token),
+            None => Ok(()),
+        }
+    }
+
+    /// Constrains the tokens this chain chooses to those `grammar` allows.
+    pub fn set_grammar(&mut self, grammar: GrammarState) {
+        self.all_ids = (0..self.n_vocab as u32).collect();
+        self.grammar = Some(grammar);
+    }
+
+    /// The chain over `c`: bias, penalties, filters, the draw.
+    fn run_chain(&mut self, mut c: Candidates) -> Result<u32> {
         for &(id, bias) in &self.params.logit_bias {
             c.data[id as usize].logit += bias;
         }

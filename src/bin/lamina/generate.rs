@@ -151,6 +151,12 @@ pub struct RunArgs {
     /// Print one JSON object at the end instead of streaming.
     #[arg(long)]
     pub json: bool,
+    /// A GBNF grammar (llama.cpp's language, start rule `root`) the output must match.
+    #[arg(long, conflicts_with = "grammar_file")]
+    pub grammar: Option<String>,
+    /// The same, read from a file.
+    #[arg(long)]
+    pub grammar_file: Option<PathBuf>,
 }
 
 pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result<()> {
@@ -169,6 +175,15 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         mirostat_eta: a.mirostat_lr,
         mirostat_tau: a.mirostat_ent,
         seed: a.seed,
+        grammar: match &a.grammar_file {
+            Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+                lamina::Error::InvalidArgument(format!(
+                    "cannot read the grammar file {}: {e}",
+                    path.display()
+                ))
+            })?),
+            None => a.grammar.clone(),
+        },
         ..Default::default()
     };
     sampling.validate()?;
