@@ -6,7 +6,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{model_path, REPO};
+use common::{golden_path, model_path, REPO};
 
 fn lamina(args: &[&str]) -> Output {
     let exe = env!("CARGO_BIN_EXE_lamina");
@@ -282,6 +282,61 @@ fn run_greedy_json() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("threads must be at least 1"));
 }
 
+/// --grammar and --grammar-file constrain the output as llama.cpp's
+/// llama-completion does (the golden's text); a grammar that does not parse
+/// and a file that cannot be read are errors naming why.
+#[test]
+fn run_with_a_grammar() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let g: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(golden_path("grammar/arithmetic.json")).unwrap())
+            .unwrap();
+    let grammar = g["grammar"].as_str().unwrap();
+    let file = std::env::temp_dir().join(format!("lamina-cli-grammar-{}.gbnf", std::process::id()));
+    std::fs::write(&file, grammar).unwrap();
+    for args in [
+        vec!["--grammar", grammar],
+        vec!["--grammar-file", file.to_str().unwrap()],
+    ] {
+        let mut all = vec![
+            "run",
+            "-m",
+            &model,
+            "-p",
+            g["prompt"].as_str().unwrap(),
+            "--temp",
+            "0",
+            "-n",
+            "8",
+            "--json",
+        ];
+        all.extend(args);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&all))).unwrap();
+        assert_eq!(v["text"], g["text"]);
+        assert_eq!(v["stop_reason"], "eos");
+    }
+    std::fs::remove_file(&file).unwrap();
+    let out = lamina(&["run", "-m", &model, "-p", "x", "--grammar", "root ::= [a-"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("grammar line 1, column 13: unexpected end of input"),
+        "{err}"
+    );
+    let out = lamina(&[
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "x",
+        "--grammar-file",
+        "/nonexistent.gbnf",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("cannot read the grammar file /nonexistent.gbnf"));
+}
+
 /// --chat renders the prompt with the model's template; two threads and a
 /// stop string.
 #[test]
@@ -498,7 +553,7 @@ fn perplexity_json() {
 }
 
 fn golden_json(rel: &str) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(common::golden_path(rel)).unwrap()).unwrap()
+    serde_json::from_slice(&std::fs::read(golden_path(rel)).unwrap()).unwrap()
 }
 
 fn floats(v: &serde_json::Value) -> Vec<f64> {

@@ -143,6 +143,12 @@ export interface CompletionParams {
   n_probs?: number;
   logit_bias?: [number, number][];
   cache_prompt?: boolean;
+  /** A GBNF grammar (llama.cpp's language, start rule `root`) the output must match. */
+  grammar?: string;
+  /** Constrain only after one of `grammar_triggers` appears. */
+  grammar_lazy?: boolean;
+  /** type 0: a token (`token`); 1: a word; 2: a pattern found anywhere; 3: a pattern matching the whole output. */
+  grammar_triggers?: { type: 0 | 1 | 2 | 3; value?: string; token?: number }[];
 }
 
 export interface TokenProb {

@@ -17,6 +17,7 @@ use crate::context::{Context, ContextParams, KvType};
 use crate::embedding::{EmbedParams, Pooling, RerankParams};
 use crate::gguf::{describe, GgufFile};
 use crate::model::Model;
+use crate::sampling::grammar::Triggers;
 use crate::sampling::SamplingParams;
 
 /// `loadModel`'s parameters, with llama.rn's names (initLlama). Its other
@@ -79,6 +80,45 @@ struct JsCompletionParams {
     n_probs: usize,
     logit_bias: Vec<(u32, f32)>,
     cache_prompt: Option<bool>,
+    grammar: Option<String>,
+    grammar_lazy: bool,
+    grammar_triggers: Vec<JsGrammarTrigger>,
+}
+
+/// llama.rn's `grammar_triggers` entries: `type` 0 a token (`token`), 1 a
+/// word, 2 a pattern found anywhere, 3 a pattern the whole text matches
+/// (llama.cpp's `common_grammar_trigger_type`).
+#[derive(Deserialize)]
+struct JsGrammarTrigger {
+    #[serde(rename = "type")]
+    kind: u8,
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    token: Option<u32>,
+}
+
+fn grammar_triggers(list: &[JsGrammarTrigger]) -> Result<Triggers, JsError> {
+    let mut t = Triggers::default();
+    for (i, trigger) in list.iter().enumerate() {
+        match (trigger.kind, trigger.token) {
+            (0, Some(id)) => t.tokens.push(id),
+            (0, None) => {
+                return Err(JsError::new(&format!(
+                    "grammar_triggers[{i}] is a token trigger (type 0) without a token"
+                )))
+            }
+            (1, _) => t.patterns.push(regex::escape(&trigger.value)),
+            (2, _) => t.patterns.push(trigger.value.clone()),
+            (3, _) => t.patterns.push(format!("^(?:{})$", trigger.value)),
+            (k, _) => {
+                return Err(JsError::new(&format!(
+                    "grammar_triggers[{i}].type must be 0 (token), 1 (word), 2 (pattern) or 3 (full pattern), got {k}"
+                )))
+            }
+        }
+    }
+    Ok(t)
 }
 
 #[derive(Deserialize, Default)]
@@ -131,6 +171,9 @@ fn completion_params(params_json: &str) -> Result<CompletionParams, JsError> {
             mirostat_eta: p.mirostat_eta.unwrap_or(d.mirostat_eta),
             seed,
             logit_bias: p.logit_bias,
+            grammar: p.grammar,
+            grammar_lazy: p.grammar_lazy,
+            grammar_triggers: grammar_triggers(&p.grammar_triggers)?,
             ..d
         },
         stop: p.stop,

@@ -173,3 +173,31 @@ test('bench reports llama-bench rows', async () => {
   assert.equal(rows[1].n_gen, 4);
   assert.ok(rows[0].avg_ts > 0 && rows[1].avg_ts > 0);
 });
+
+test('grammar-constrained completions follow llama.cpp; grammar errors are Errors', async () => {
+  const ctx = await context();
+  const g = await golden('grammar/person_json.json');
+  const r = await ctx.completion({
+    prompt: g.prompt, n_predict: g.n_predict, temperature: 0, grammar: g.grammar,
+  });
+  assert.equal(r.text, g.text);
+  assert.equal(r.stopped_eos, true);
+  // A lazy grammar: free text until the trigger word, then the grammar.
+  const lazy = await ctx.completion({
+    prompt: 'Answer with a number. 2 + 2 =', n_predict: 6, temperature: 0,
+    grammar: 'root ::= " four" [0-9]', grammar_lazy: true,
+    grammar_triggers: [{ type: 1, value: ' four' }],
+  });
+  assert.equal(typeof lazy.text, 'string');
+  await assert.rejects(
+    ctx.completion({ prompt: 'x', grammar: 'root ::= (' }),
+    (e) => e instanceof Error && /grammar line 1, column 11/.test(e.message),
+  );
+  await assert.rejects(
+    ctx.completion({ prompt: 'x', grammar: 'root ::= "a"', grammar_lazy: true, grammar_triggers: [{ type: 7 }] }),
+    (e) => e instanceof Error && /grammar_triggers\[0\]\.type/.test(e.message),
+  );
+  // The context still works after the errors.
+  const again = await ctx.completion({ prompt: g.prompt, n_predict: 4, temperature: 0, grammar: g.grammar });
+  assert.ok(g.text.startsWith(again.text));
+});
