@@ -277,6 +277,21 @@ fn run_greedy_json() {
     let out = lamina(&["run", "-m", &model, "-p", "Hello", "--mirostat", "3"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("mirostat must be 0, 1 or 2"));
+    let out = lamina(&[
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "Hello",
+        "--xtc-probability",
+        "1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("xtc_probability must be between 0 and 1, got 1.5"));
+    let out = lamina(&["run", "-m", &model, "-p", "Hello", "--top-nsigma", "nan"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("top_n_sigma must be a finite number"));
     let out = lamina(&["run", "-m", &model, "-p", "Hello", "-t", "0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("threads must be at least 1"));

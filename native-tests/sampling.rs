@@ -563,3 +563,65 @@ fn random_parameter_sets_never_panic() {
         "{refused} refused, {sampled} sampled"
     );
 }
+
+/// The chain's stages with XTC and top-n-sigma (and penalties, top-k,
+/// typical, top-p, min-p, temperature) leave the tokens llama.cpp's chain
+/// leaves for its draw, step after step, XTC's own seeded generator
+/// included (`scripts/reference/sampler-goldens.sh`; the lowest id left is
+/// accepted each step, for the penalties).
+#[test]
+fn chain_stages_leave_what_llama_cpp_leaves() {
+    let g: serde_json::Value = serde_json::from_slice(&common::read_file(&common::golden_path(
+        "sampling/chain.json",
+    )))
+    .unwrap();
+    for case in g["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let p = &case["params"];
+        let f = |k: &str| p[k].as_f64().unwrap() as f32;
+        let i = |k: &str| p[k].as_i64().unwrap();
+        let params = SamplingParams {
+            seed: Some(i("seed") as u32),
+            top_n_sigma: f("top_n_sigma"),
+            top_k: i("top_k") as i32,
+            typical_p: f("typical_p"),
+            top_p: f("top_p"),
+            min_p: f("min_p"),
+            xtc_probability: f("xtc_probability"),
+            xtc_threshold: f("xtc_threshold"),
+            temperature: f("temperature"),
+            penalty_last_n: i("penalty_last_n") as i32,
+            penalty_repeat: f("penalty_repeat"),
+            penalty_freq: f("penalty_freq"),
+            penalty_present: f("penalty_present"),
+            min_keep: i("min_keep") as usize,
+            ..SamplingParams::default()
+        };
+        let mut s = Sampler::new(params, i("n_vocab") as usize).unwrap();
+        for (step, st) in case["steps"].as_array().unwrap().iter().enumerate() {
+            let logits: Vec<f32> = st["logits"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
+            let want: Vec<u32> = st["left"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            let mut left: Vec<u32> = s
+                .candidates_left(&logits)
+                .unwrap()
+                .data
+                .iter()
+                .filter(|c| c.logit != f32::NEG_INFINITY)
+                .map(|c| c.id)
+                .collect();
+            left.sort_unstable();
+            assert_eq!(left, want, "{name}: step {step}");
+            s.accept(want[0]);
+        }
+    }
+}

@@ -130,6 +130,12 @@ export interface CompletionParams {
   top_p?: number;
   min_p?: number;
   typical_p?: number;
+  /** XTC: the chance per token of removing the likeliest tokens (0: off). */
+  xtc_probability?: number;
+  /** XTC: tokens at or above this probability go, but the least likely of them (> 0.5: off). */
+  xtc_threshold?: number;
+  /** Keep tokens within this many standard deviations of the best logit (<= 0: off). */
+  top_n_sigma?: number;
   penalty_last_n?: number;
   penalty_repeat?: number;
   penalty_freq?: number;

@@ -30,6 +30,10 @@ fuzz_target!(|data: &[u8]| {
         seed: Some(word(12)),
         min_keep: (word(13) % 64) as usize,
         logit_bias: vec![(0, float(14))],
+        // XTC and top-n-sigma take word 15 and reuse top-p's and min-p's.
+        xtc_probability: float(15),
+        xtc_threshold: float(2),
+        top_n_sigma: float(3),
         ..SamplingParams::default()
     };
     let logits: Vec<f32> = data

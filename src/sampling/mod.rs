@@ -71,6 +71,39 @@ impl Candidates {
         }
     }
 
+    /// Top-n-sigma, as llama.cpp's: candidates below the best logit by more
+    /// than `n` standard deviations of the (finite) logits become -inf. The
+    /// sums keep llama.cpp's precision (f32, squares in f64).
+    fn top_n_sigma(&mut self, n: f32) {
+        if n <= 0.0 || self.data.len() <= 1 {
+            return;
+        }
+        let mut max = self.data[0].logit;
+        let (mut sum, mut count) = (0.0f32, 0usize);
+        for c in self.data.iter().filter(|c| c.logit != f32::NEG_INFINITY) {
+            max = max.max(c.logit);
+            sum += c.logit;
+            count += 1;
+        }
+        let mean = if count > 0 { sum / count as f32 } else { 0.0 };
+        let mut acc = 0.0f32;
+        for c in self.data.iter().filter(|c| c.logit != f32::NEG_INFINITY) {
+            acc = (acc as f64 + ((c.logit - mean) as f64).powi(2)) as f32;
+        }
+        let std = if count > 0 {
+            (acc / count as f32).sqrt()
+        } else {
+            0.0
+        };
+        let floor = max - n * std;
+        for c in &mut self.data {
+            if c.logit < floor {
+                c.logit = f32::NEG_INFINITY;
+            }
+        }
+        self.sorted = false;
+    }
+
     fn top_k(&mut self, k: i32) {
         let n = self.data.len();
         let k = if k <= 0 { n } else { (k as usize).min(n) };
@@ -215,6 +248,14 @@ pub struct SamplingParams {
     pub seed: Option<u32>,
     pub min_keep: usize,
     pub logit_bias: Vec<(u32, f32)>,
+    /// XTC ("exclude top choices"): with this probability per token, the
+    /// tokens at or above `xtc_threshold` but the least likely of them are
+    /// removed (0: off; a threshold above 0.5: off).
+    pub xtc_probability: f32,
+    pub xtc_threshold: f32,
+    /// Keeps the tokens within this many standard deviations of the best
+    /// logit (<= 0: off).
+    pub top_n_sigma: f32,
     /// A GBNF grammar (start rule `root`) every generated text must match.
     pub grammar: Option<String>,
     /// Whether the grammar waits for one of `grammar_triggers` before it
@@ -241,6 +282,9 @@ impl Default for SamplingParams {
             seed: None,
             min_keep: 0,
             logit_bias: Vec::new(),
+            xtc_probability: 0.0,
+            xtc_threshold: 0.1,
+            top_n_sigma: -1.0,
             grammar: None,
             grammar_lazy: false,
             grammar_triggers: grammar::Triggers::default(),
@@ -296,6 +340,9 @@ impl SamplingParams {
                 self.mirostat
             )));
         }
+        within("xtc_probability", self.xtc_probability, 0.0, 1.0)?;
+        finite("xtc_threshold", self.xtc_threshold)?;
+        finite("top_n_sigma", self.top_n_sigma)?;
         finite("mirostat_tau", self.mirostat_tau)?;
         finite("mirostat_eta", self.mirostat_eta)?;
         if let Some(&(id, bias)) = self
@@ -319,6 +366,8 @@ pub struct Sampler {
     recent: VecDeque<u32>,
     counts: HashMap<u32, i32>,
     mu: f32,
+    /// XTC's own generator (llama.cpp seeds it apart from the draw's).
+    xtc_rng: Mt19937,
     grammar: Option<GrammarState>,
     /// Every token id, for the grammar's filter.
     all_ids: Vec<u32>,
@@ -345,7 +394,9 @@ impl Sampler {
             )));
         }
         let seed = params.seed.unwrap_or_else(rng::random_seed);
+        let xtc_seed = params.seed.unwrap_or_else(rng::random_seed);
         Ok(Sampler {
+            xtc_rng: Mt19937::new(xtc_seed),
             mu: 2.0 * params.mirostat_tau,
             rng: Mt19937::new(seed),
             params,
@@ -456,6 +507,42 @@ impl Sampler {
         self.grammar = Some(grammar);
     }
 
+    /// What the chain (without mirostat) leaves for the draw from a row of
+    /// logits: every stage but the draw, which is not made. XTC's own
+    /// generator does move.
+    pub fn candidates_left(&mut self, logits: &[f32]) -> Result<Candidates> {
+        if logits.len() != self.n_vocab {
+            return Err(Error::InvalidArgument(format!(
+                "{} logits for a vocabulary of {}",
+                logits.len(),
+                self.n_vocab
+            )));
+        }
+        let mut c = Candidates::from_logits(logits);
+        self.bias(&mut c);
+        self.filters(&mut c);
+        Ok(c)
+    }
+
+    fn bias(&self, c: &mut Candidates) {
+        for &(id, bias) in &self.params.logit_bias {
+            c.data[id as usize].logit += bias;
+        }
+    }
+
+    /// The chain's stages in llama.cpp's order, up to the draw.
+    fn filters(&mut self, c: &mut Candidates) {
+        let p = self.params.clone();
+        self.penalize(c);
+        c.top_n_sigma(p.top_n_sigma);
+        c.top_k(p.top_k);
+        c.typical(p.typical_p, p.min_keep);
+        c.top_p(p.top_p, p.min_keep);
+        c.min_p(p.min_p, p.min_keep);
+        self.xtc(c);
+        c.temperature(p.temperature);
+    }
+
     /// The chain over `c`: bias, penalties, filters, the draw.
     fn run_chain(&mut self, mut c: Candidates) -> Result<u32> {
         for &(id, bias) in &self.params.logit_bias {
@@ -464,12 +551,7 @@ impl Sampler {
         let p = self.params.clone();
         match p.mirostat {
             0 => {
-                self.penalize(&mut c);
-                c.top_k(p.top_k);
-                c.typical(p.typical_p, p.min_keep);
-                c.top_p(p.top_p, p.min_keep);
-                c.min_p(p.min_p, p.min_keep);
-                c.temperature(p.temperature);
+                self.filters(&mut c);
                 c.softmax();
                 let i = self.draw(&c)?;
                 Ok(c.data[i].id)
@@ -515,6 +597,30 @@ impl Sampler {
 }
 
 impl Sampler {
+    /// XTC, as llama.cpp's: a draw from its own generator decides whether
+    /// it acts; then every candidate at or above the threshold but the last
+    /// of them (in probability order) goes, unless fewer than `min_keep`
+    /// would remain.
+    fn xtc(&mut self, c: &mut Candidates) {
+        let (probability, threshold) = (self.params.xtc_probability, self.params.xtc_threshold);
+        if probability <= 0.0 || threshold > 0.5 || c.data.len() < 2 {
+            return;
+        }
+        if self.xtc_rng.canonical_f32() > probability {
+            return;
+        }
+        c.softmax();
+        let last = c
+            .data
+            .iter()
+            .take_while(|x| x.p >= threshold)
+            .count()
+            .saturating_sub(1);
+        if c.data.len() - last >= self.params.min_keep && last > 0 {
+            c.data.drain(..last);
+        }
+    }
+
     /// The seeded draw over the candidates left. Every filter keeps at
     /// least one candidate; weights that are not a distribution (logits all
     /// -inf or NaN from the model) give the first, the best-ranked one.

@@ -53,6 +53,18 @@ impl Mt19937 {
         }
     }
 
+    /// `std::uniform_real_distribution<float>(0, 1)(rng)` as libstdc++
+    /// draws it (`generate_canonical<float, 24>`): one draw, rounded to
+    /// f32, divided by 2^32, kept below 1.
+    pub fn canonical_f32(&mut self) -> f32 {
+        let r = self.next_u32() as f32 / 4294967296.0f32;
+        if r >= 1.0 {
+            1.0 - f32::EPSILON / 2.0
+        } else {
+            r
+        }
+    }
+
     /// `std::discrete_distribution<int>(weights)(rng)`: the first index whose
     /// cumulative normalised weight is not below a canonical draw.
     pub fn discrete(&mut self, weights: impl Iterator<Item = f32>) -> usize {

@@ -121,6 +121,15 @@ pub struct RunArgs {
     /// Locally typical sampling (1.0: off).
     #[arg(long, default_value_t = 1.0)]
     pub typical: f32,
+    /// XTC: the chance per token of removing the likeliest tokens (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    pub xtc_probability: f32,
+    /// XTC: tokens at or above this probability are removed, but the least likely of them (> 0.5: off).
+    #[arg(long, default_value_t = 0.1)]
+    pub xtc_threshold: f32,
+    /// Keep tokens within N standard deviations of the best logit (-1: off).
+    #[arg(long = "top-nsigma", visible_alias = "top-n-sigma", default_value_t = -1.0, allow_negative_numbers = true)]
+    pub top_n_sigma: f32,
     /// Mirostat: 0 off, 1 or 2.
     #[arg(long, default_value_t = 0)]
     pub mirostat: u8,
@@ -171,6 +180,9 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         penalty_freq: a.frequency_penalty,
         penalty_present: a.presence_penalty,
         typical_p: a.typical,
+        xtc_probability: a.xtc_probability,
+        xtc_threshold: a.xtc_threshold,
+        top_n_sigma: a.top_n_sigma,
         mirostat: a.mirostat,
         mirostat_eta: a.mirostat_lr,
         mirostat_tau: a.mirostat_ent,
