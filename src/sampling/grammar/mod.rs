@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::tokenizer::Vocab;
 
-pub use parse::Elem;
+use parse::Elem;
 use stacks::{Automaton, Pos, Stack};
 use utf8::Partial;
 
@@ -78,11 +78,6 @@ impl Grammar {
             stacks = next;
         }
         stacks.iter().any(|s| s.is_empty())
-    }
-
-    /// The rules, numbered as the parser numbered them.
-    pub fn rules(&self) -> &[Vec<Elem>] {
-        &self.automaton.rules.rules
     }
 }
 
