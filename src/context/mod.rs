@@ -258,9 +258,6 @@ impl Context {
             .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)
     }
 
-    /// The tokens of sequence 0 the last completion left in the cache at
-    /// positions 0.. (its prompt cache). Any direct edit of the cache
-    /// (`kv_*`) empties it.
     /// The token table grammars read (built once per context).
     pub fn grammar_tokens(&mut self) -> Arc<crate::sampling::grammar::TokenTable> {
         let model = &self.model;
@@ -271,6 +268,9 @@ impl Context {
             .clone()
     }
 
+    /// The tokens of sequence 0 the last completion left in the cache at
+    /// positions 0.. (its prompt cache). Any direct edit of the cache
+    /// (`kv_*`) empties it.
     pub fn prompt_cache(&self) -> &[u32] {
         &self.prompt_cache
     }

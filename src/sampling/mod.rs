@@ -1,8 +1,9 @@
 //! The sampler chain: logit bias, repetition/frequency/presence penalties,
-//! top-k, typical-p, top-p, min-p, temperature, then a seeded draw — or
-//! mirostat v1/v2 — with llama.cpp's algorithms and llama.rn's defaults and
-//! order, and llama.cpp's random numbers (MT19937, libstdc++'s discrete
-//! distribution).
+//! top-n-sigma, top-k, typical-p, top-p, min-p, XTC, temperature, then a
+//! seeded draw — or mirostat v1/v2 — with llama.cpp's algorithms and
+//! llama.rn's defaults and order, and llama.cpp's random numbers (MT19937,
+//! libstdc++'s distributions); a grammar (`grammar`) checks the chain's
+//! choice and, where it breaks the grammar, filters before a second run.
 
 pub mod grammar;
 mod rng;
@@ -545,9 +546,7 @@ impl Sampler {
 
     /// The chain over `c`: bias, penalties, filters, the draw.
     fn run_chain(&mut self, mut c: Candidates) -> Result<u32> {
-        for &(id, bias) in &self.params.logit_bias {
-            c.data[id as usize].logit += bias;
-        }
+        self.bias(&mut c);
         let p = self.params.clone();
         match p.mirostat {
             0 => {

@@ -1515,13 +1515,14 @@ fn tile_f16(w: [&[half::f16]; 4], x: &[f32], out: &mut [f32], stride: usize, sto
 }
 
 fn gemv_f16(w: &[half::f16], x: &[f32], out: &mut [f32]) {
-    let cols = super::scalar::check_gemv(w, x, out);
-    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+    super::scalar::f16_gemv_rows(w, x, out, |wr, x| {
+        let mut sum = 0.0;
         // SAFETY: only reachable through the table built after detecting
-        // avx2, fma and f16c; `wr` and `x` have the same length, and the
+        // avx2, fma and f16c; the frame gives `wr` as long as `x`, and the
         // output is a one-value slice.
-        unsafe { row_f16::<1>(wr, x, std::slice::from_mut(o), 0) }
-    }
+        unsafe { row_f16::<1>(wr, x, std::slice::from_mut(&mut sum), 0) };
+        sum
+    });
 }
 
 /// One f16 weight row times `C` (1..=4) activation rows, converting 8

@@ -130,13 +130,14 @@ fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: us
 }
 
 fn gemv_f16(w: &[f16], x: &[f32], out: &mut [f32]) {
-    let cols = super::scalar::check_gemv(w, x, out);
-    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+    super::scalar::f16_gemv_rows(w, x, out, |wr, x| {
+        let mut sum = 0.0;
         // SAFETY: only reachable through the table built after detecting
-        // the features (`kernels`); `wr` and `x` have the same length, and
-        // the output is a one-value slice.
-        unsafe { row_f16::<1>(wr, x, std::slice::from_mut(o), 0) }
-    }
+        // the features (`kernels`); the frame gives `wr` as long as `x`, and the output
+        // is a one-value slice.
+        unsafe { row_f16::<1>(wr, x, std::slice::from_mut(&mut sum), 0) };
+        sum
+    });
 }
 
 /// One f16 weight row times `C` (1..=6) activation rows, converting 16

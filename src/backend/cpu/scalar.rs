@@ -388,14 +388,27 @@ pub fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store
 /// The scalar twin of the SIMD `gemv_f16` kernels: each output a plain dot
 /// product accumulated in f64, as `tile_f16`.
 pub fn gemv_f16(w: &[f16], x: &[f32], out: &mut [f32]) {
-    let cols = check_gemv(w, x, out);
-    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+    f16_gemv_rows(w, x, out, |wr, x| {
         let sum: f64 = wr
             .iter()
             .zip(x)
             .map(|(a, b)| a.to_f32() as f64 * *b as f64)
             .sum();
-        *o = sum as f32;
+        sum as f32
+    });
+}
+
+/// The frame of the SIMD `gemv_f16` kernels: checks the shapes, then
+/// `out[r] = row(w_r, x)` for each weight row in order.
+pub(crate) fn f16_gemv_rows(
+    w: &[f16],
+    x: &[f32],
+    out: &mut [f32],
+    mut row: impl FnMut(&[f16], &[f32]) -> f32,
+) {
+    let cols = check_gemv(w, x, out);
+    for (wr, o) in w.chunks_exact(cols).zip(out.iter_mut()) {
+        *o = row(wr, x);
     }
 }
 
