@@ -133,8 +133,8 @@ fn gemv_f16(w: &[f16], x: &[f32], out: &mut [f32]) {
     super::scalar::f16_gemv_rows(w, x, out, |wr, x| {
         let mut sum = 0.0;
         // SAFETY: only reachable through the table built after detecting
-        // the features (`kernels`); the frame gives `wr` as long as `x`, and the output
-        // is a one-value slice.
+        // the features (`kernels`); the frame gives `wr` as long as `x`,
+        // and the output is a one-value slice.
         unsafe { row_f16::<1>(wr, x, std::slice::from_mut(&mut sum), 0) };
         sum
     });
