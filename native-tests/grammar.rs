@@ -17,7 +17,7 @@ use lamina::completion::CompletionParams;
 use lamina::context::{Batch, Context, ContextParams};
 use lamina::gguf::GgufFile;
 use lamina::model::Model;
-use lamina::sampling::grammar::{Grammar, GrammarState, Triggers};
+use lamina::sampling::grammar::{Grammar, GrammarState, TokenTable, Triggers};
 use lamina::sampling::SamplingParams;
 
 fn model() -> Arc<Model> {
@@ -156,9 +156,8 @@ fn grammar_errors_name_the_problem_and_where() {
 /// Which tokens the filter lets through, on SmolLM2's byte-level BPE.
 #[test]
 fn the_filter_follows_characters_across_byte_tokens() {
-    let mut ctx = context();
-    let table = ctx.grammar_tokens();
     let vocab = &model().vocab;
+    let table = Arc::new(TokenTable::new(vocab));
     let id = |text: &str| -> u32 {
         let ids = vocab.tokenize(text, false, false).unwrap();
         assert_eq!(ids.len(), 1, "{text:?} is one token");
@@ -243,10 +242,10 @@ fn greedy_grammar_completions_follow_llama_cpp() {
         8
     };
     let mut ctx = context();
-    let table = ctx.grammar_tokens();
     let mut whole = 0;
     let model = model();
     let vocab = &model.vocab;
+    let table = Arc::new(TokenTable::new(vocab));
     for name in CASES {
         let g = golden(name);
         let want = g["text"].as_str().unwrap();

@@ -8,12 +8,14 @@
 
 pub mod stop;
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use crate::chat::ChatMessage;
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
-use crate::sampling::grammar::{Grammar, GrammarState};
+use crate::sampling::grammar::{Grammar, GrammarState, TokenTable};
 use crate::sampling::{Sampler, SamplingParams};
 use crate::stopwatch::Stopwatch;
 use crate::tokenizer::TextStream;
@@ -353,7 +355,10 @@ impl Context {
             .then(|| sampling.grammar_triggers.clone());
         let mut sampler = Sampler::new(sampling, n_vocab)?;
         if let Some(g) = grammar {
-            let state = GrammarState::new(&g, self.grammar_tokens(), lazy.as_ref())?;
+            // Built per constrained completion: about 10 ms for SmolLM2's
+            // 49k tokens natively, small beside the prompt.
+            let table = Arc::new(TokenTable::new(vocab));
+            let state = GrammarState::new(&g, table, lazy.as_ref())?;
             sampler.set_grammar(state);
         }
 

@@ -123,9 +123,6 @@ pub struct Context {
     prompt_cache: Vec<u32>,
     pooling: Pooling,
     encoded: EncodeOutput,
-    /// The vocabulary's token texts as grammars read them, built by the
-    /// first grammar-constrained completion.
-    grammar_tokens: Option<Arc<crate::sampling::grammar::TokenTable>>,
 }
 
 impl Context {
@@ -187,7 +184,6 @@ impl Context {
             logits: Vec::new(),
             abort: AbortHandle::new(),
             prompt_cache: Vec::new(),
-            grammar_tokens: None,
             pooling,
             encoded: EncodeOutput::default(),
         })
@@ -256,16 +252,6 @@ impl Context {
         };
         self.kv
             .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)
-    }
-
-    /// The token table grammars read (built once per context).
-    pub fn grammar_tokens(&mut self) -> Arc<crate::sampling::grammar::TokenTable> {
-        let model = &self.model;
-        self.grammar_tokens
-            .get_or_insert_with(|| {
-                Arc::new(crate::sampling::grammar::TokenTable::new(&model.vocab))
-            })
-            .clone()
     }
 
     /// The tokens of sequence 0 the last completion left in the cache at
