@@ -346,8 +346,10 @@ impl GrammarState {
             let Some(at) = lazy.patterns.iter().find_map(|re| trigger_start(re, &text)) else {
                 return Ok(());
             };
-            // The lossy text has the same byte offsets as long as the bytes
-            // were UTF-8; a match inside replaced bytes starts at their end.
+            // Offsets in the lossy text are the bytes' up to the first
+            // invalid or unfinished sequence (usually a character split at
+            // the end, after any match); past one they can differ, and are
+            // kept within the text.
             let at = at.min(lazy.text.len());
             let lazy = self.waiting.take().expect("waiting");
             for &(tok, s, e) in &lazy.spans {
