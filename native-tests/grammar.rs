@@ -304,7 +304,7 @@ fn greedy_grammar_completions_follow_llama_cpp() {
 /// The same through `completion()` (the sampler chain's check and
 /// resample): greedy as llama.cpp, and sampled with seeds, every completion
 /// ends with end of generation on a text the grammar matches (this grammar
-/// allows at most 41 characters, so 48 tokens always reach its end).
+/// allows at most 38 characters, so 48 tokens always reach its end).
 #[test]
 fn constrained_completions_match_their_grammar() {
     let mut ctx = context();
