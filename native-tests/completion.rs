@@ -7,27 +7,16 @@ mod common;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use common::{golden_path, json_ids, model_path, read_file};
-use lamina::backend::cpu::CpuDevice;
+use common::{golden_path, json_ids, read_file};
 use lamina::completion::{CompletionParams, CompletionResult};
 use lamina::context::{Context, ContextParams};
-use lamina::gguf::GgufFile;
 use lamina::model::Model;
 use lamina::sampling::SamplingParams;
 
 fn model() -> Arc<Model> {
-    static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            let file =
-                GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf")))
-                    .unwrap();
-            let device = CpuDevice::new(None).unwrap();
-            Arc::new(Model::load(Arc::new(file), device.shared(), None).unwrap())
-        })
-        .clone()
+    common::smollm2_q4_1()
 }
 
 fn context(n_ctx: usize) -> Context {

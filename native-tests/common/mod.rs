@@ -5,11 +5,30 @@
 pub mod synth;
 pub mod teacher;
 
-use lamina::gguf::{Array, GgufWriter, Value};
+use std::sync::{Arc, OnceLock};
+
+use lamina::backend::cpu::CpuDevice;
+use lamina::gguf::{Array, GgufFile, GgufWriter, Value};
+use lamina::model::Model;
 use lamina::tensor::GgmlType;
 
 /// The repository root, where `models/` and `native-tests/golden/` live.
 pub const REPO: &str = env!("CARGO_MANIFEST_DIR");
+
+/// SmolLM2-135M-Instruct Q4_1 (the goldens' model), loaded once per test
+/// binary on the best variant.
+pub fn smollm2_q4_1() -> Arc<Model> {
+    static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let file =
+                GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf")))
+                    .unwrap();
+            let device = CpuDevice::new(None).unwrap();
+            Arc::new(Model::load(Arc::new(file), device.shared(), None).unwrap())
+        })
+        .clone()
+}
 
 /// A JSON array of token ids (golden files).
 pub fn json_ids(v: &serde_json::Value) -> Vec<u32> {

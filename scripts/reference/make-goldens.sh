@@ -10,14 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=$(scripts/reference/build.sh)
-ref=$(dirname "$build")
-src="$ref/llama_cpp_python-0.3.36/vendor/llama.cpp"
-probe="$ref/probe"
-if [ ! -x "$probe" ] || [ scripts/reference/probe.cpp -nt "$probe" ]; then
-  c++ -O2 -std=c++17 scripts/reference/probe.cpp -I"$src/include" -I"$src/ggml/include" \
-    "$build/src/libllama.a" "$build"/ggml/src/libggml.a "$build"/ggml/src/libggml-cpu.a \
-    "$build"/ggml/src/libggml-base.a -fopenmp -lpthread -o "$probe"
-fi
+probe=$(scripts/reference/link.sh scripts/reference/probe.cpp probe)
 out=native-tests/golden/families
 mkdir -p "$out"
 tmp=$(mktemp -d)

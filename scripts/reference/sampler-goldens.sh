@@ -1,19 +1,11 @@
 #!/usr/bin/env bash
 # What llama.cpp's seeded sampler chain (2026 reference) leaves for the draw
-# (sampler-chain.cpp linked against its libllama, built by build.sh) for
+# (sampler-chain.cpp linked against its libllama by link.sh) for
 # lamina's `sampling` test: native-tests/golden/sampling/chain.json. Not part
 # of the test command.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=$(scripts/reference/build.sh)
-ref=$(dirname "$build")
-src="$ref/llama_cpp_python-0.3.36/vendor/llama.cpp"
-exe="$ref/sampler-chain"
-if [ ! -x "$exe" ] || [ scripts/reference/sampler-chain.cpp -nt "$exe" ]; then
-  c++ -O2 -std=c++17 scripts/reference/sampler-chain.cpp -I"$src/include" -I"$src/ggml/include" \
-    "$build/src/libllama.a" "$build"/ggml/src/libggml.a "$build"/ggml/src/libggml-cpu.a \
-    "$build"/ggml/src/libggml-base.a -fopenmp -lpthread -o "$exe"
-fi
+exe=$(scripts/reference/link.sh scripts/reference/sampler-chain.cpp sampler-chain)
 python3 - "$exe" <<'PY'
 import json, subprocess, sys
 exe = sys.argv[1]

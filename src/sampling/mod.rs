@@ -453,13 +453,7 @@ impl Sampler {
 
     /// Chooses the next token from a row of logits.
     pub fn sample(&mut self, logits: &[f32]) -> Result<u32> {
-        if logits.len() != self.n_vocab {
-            return Err(Error::InvalidArgument(format!(
-                "{} logits for a vocabulary of {}",
-                logits.len(),
-                self.n_vocab
-            )));
-        }
+        self.check_logits(logits)?;
         let id = self.run_chain(Candidates::from_logits(logits))?;
         let Some(grammar) = self.grammar.as_ref().filter(|g| g.is_active()) else {
             return Ok(id);
@@ -492,6 +486,17 @@ impl Sampler {
         Ok(id)
     }
 
+    fn check_logits(&self, logits: &[f32]) -> Result<()> {
+        if logits.len() != self.n_vocab {
+            return Err(Error::InvalidArgument(format!(
+                "{} logits for a vocabulary of {}",
+                logits.len(),
+                self.n_vocab
+            )));
+        }
+        Ok(())
+    }
+
     /// Records a generated token: for the penalties, and moves the grammar
     /// (if any) past it.
     pub fn accept_generated(&mut self, token: u32) -> Result<()> {
@@ -512,13 +517,7 @@ impl Sampler {
     /// logits: every stage but the draw, which is not made. XTC's own
     /// generator does move.
     pub fn candidates_left(&mut self, logits: &[f32]) -> Result<Candidates> {
-        if logits.len() != self.n_vocab {
-            return Err(Error::InvalidArgument(format!(
-                "{} logits for a vocabulary of {}",
-                logits.len(),
-                self.n_vocab
-            )));
-        }
+        self.check_logits(logits)?;
         let mut c = Candidates::from_logits(logits);
         self.bias(&mut c);
         self.filters(&mut c);
