@@ -300,6 +300,44 @@ fn run_greedy_json() {
 /// --grammar and --grammar-file constrain the output as llama.cpp's
 /// llama-completion does (the golden's text); a grammar that does not parse
 /// and a file that cannot be read are errors naming why.
+/// `--json-schema-file` holds the output to a schema (greedy: the person
+/// the prompt describes); a schema that cannot be read (`-j`) is an error
+/// naming where, before the model loads.
+#[test]
+fn run_with_a_json_schema() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let schema = r#"{"type": "object", "properties": {"name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120}}, "required": ["name", "age"],
+        "additionalProperties": false}"#;
+    let file = std::env::temp_dir().join(format!("lamina-cli-schema-{}.json", std::process::id()));
+    std::fs::write(&file, schema).unwrap();
+    let prompt = "Describe a person named Tom who is 32 years old, as JSON:";
+    let args = [
+        "run", "-m", &model, "-p", prompt, "--temp", "0", "-n", "64", "--json",
+    ];
+    let out = lamina(&[&args[..], &["--json-schema-file", file.to_str().unwrap()]].concat());
+    std::fs::remove_file(&file).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v["stop_reason"], "eos");
+    let person: serde_json::Value = serde_json::from_str(v["text"].as_str().unwrap()).unwrap();
+    assert_eq!(person, serde_json::json!({"name": "Tom", "age": 32}));
+    let out = lamina(&[
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "x",
+        "-j",
+        r#"{"items": {"type": 3}}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("JSON schema error at #/items: type must be a string"),
+        "{err}"
+    );
+}
+
 #[test]
 fn run_with_a_grammar() {
     let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");

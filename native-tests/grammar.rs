@@ -2,9 +2,11 @@
 //! with their line and column), the token filter on a real vocabulary
 //! (characters split across byte tokens, token terminals, end of
 //! generation), and greedy constrained completions on SmolLM2 against
-//! llama.cpp's (`scripts/reference/grammar-goldens.sh`).
+//! llama.cpp's (`scripts/reference/grammar-goldens.sh`). JSON schemas made
+//! grammars are tested in the `json_schema` module of this binary.
 
 mod common;
+mod json_schema;
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;

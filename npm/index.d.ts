@@ -155,6 +155,13 @@ export interface CompletionParams {
   grammar_lazy?: boolean;
   /** type 0: a token (`token`); 1: a word; 2: a pattern found anywhere; 3: a pattern matching the whole output. */
   grammar_triggers?: { type: 0 | 1 | 2 | 3; value?: string; token?: number }[];
+  /** A JSON schema (object or JSON text) the output must follow; ignored when `grammar` is given. */
+  json_schema?: object | string;
+  /** As llama.rn and OpenAI: 'json_object' (any JSON value, or `schema`) or 'json_schema' (`json_schema.schema`). */
+  response_format?:
+    | { type: 'text' }
+    | { type: 'json_object'; schema?: object }
+    | { type: 'json_schema'; json_schema: { name?: string; strict?: boolean; schema?: object } };
 }
 
 export interface TokenProb {

@@ -6,6 +6,7 @@
 //! choice and, where it breaks the grammar, filters before a second run.
 
 pub mod grammar;
+pub mod json_schema;
 mod rng;
 
 use std::collections::{HashMap, VecDeque};

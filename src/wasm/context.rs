@@ -18,6 +18,7 @@ use crate::embedding::{EmbedParams, Pooling, RerankParams};
 use crate::gguf::{describe, GgufFile};
 use crate::model::Model;
 use crate::sampling::grammar::Triggers;
+use crate::sampling::json_schema::json_schema_to_grammar;
 use crate::sampling::SamplingParams;
 
 /// `loadModel`'s parameters, with llama.rn's names (initLlama). Its other
@@ -86,6 +87,53 @@ struct JsCompletionParams {
     grammar: Option<String>,
     grammar_lazy: bool,
     grammar_triggers: Vec<JsGrammarTrigger>,
+    /// A JSON schema the output must follow (an object, or its JSON text as
+    /// llama.rn's native layer takes it); `grammar` wins when both are given.
+    json_schema: Option<serde_json::Value>,
+    response_format: Option<JsResponseFormat>,
+}
+
+/// llama.rn's (and OpenAI's) `response_format`: `{type: "text"}`,
+/// `{type: "json_object", schema?}` (any JSON value without a schema, as
+/// llama.rn and llama.cpp's server take it) or
+/// `{type: "json_schema", json_schema: {schema}}`.
+#[derive(Deserialize)]
+struct JsResponseFormat {
+    #[serde(rename = "type")]
+    kind: String,
+    schema: Option<serde_json::Value>,
+    json_schema: Option<JsNamedSchema>,
+}
+
+#[derive(Deserialize)]
+struct JsNamedSchema {
+    schema: Option<serde_json::Value>,
+}
+
+/// The grammar the completion must follow: `grammar` as given, else the
+/// one made from `json_schema` or `response_format`.
+fn output_grammar(p: &mut JsCompletionParams) -> Result<Option<String>, JsError> {
+    if p.grammar.is_some() {
+        return Ok(p.grammar.take());
+    }
+    let schema = match (p.json_schema.take(), p.response_format.take()) {
+        (Some(serde_json::Value::String(text)), _) => serde_json::from_str(&text)
+            .map_err(|e| JsError::new(&format!("json_schema is not valid JSON: {e}")))?,
+        (Some(schema), _) => schema,
+        (None, Some(f)) => match f.kind.as_str() {
+            "text" => return Ok(None),
+            "json_object" => f.schema.unwrap_or_else(|| serde_json::json!({})),
+            "json_schema" => f.json_schema.and_then(|s| s.schema).unwrap_or_else(|| serde_json::json!({})),
+            other => {
+                return Err(JsError::new(&format!(
+                    "response_format.type must be \"text\", \"json_object\" or \"json_schema\", got \"{other}\""
+                )))
+            }
+        },
+        (None, None) => return Ok(None),
+    };
+    let converted = json_schema_to_grammar(&schema).map_err(|e| JsError::new(&e.to_string()))?;
+    Ok(Some(converted.grammar))
 }
 
 /// llama.rn's `grammar_triggers` entries: `type` 0 a token (`token`), 1 a
@@ -148,7 +196,8 @@ pub struct JsLlamaContext {
 
 /// `CompletionParams` from llama.rn-style JSON (its defaults where absent).
 fn completion_params(params_json: &str) -> Result<CompletionParams, JsError> {
-    let p: JsCompletionParams = parse("completion parameters", params_json)?;
+    let mut p: JsCompletionParams = parse("completion parameters", params_json)?;
+    let grammar = output_grammar(&mut p)?;
     let d = SamplingParams::default();
     let seed = match p.seed {
         None | Some(-1) => None,
@@ -177,7 +226,7 @@ fn completion_params(params_json: &str) -> Result<CompletionParams, JsError> {
             mirostat_eta: p.mirostat_eta.unwrap_or(d.mirostat_eta),
             seed,
             logit_bias: p.logit_bias,
-            grammar: p.grammar,
+            grammar,
             grammar_lazy: p.grammar_lazy,
             grammar_triggers: grammar_triggers(&p.grammar_triggers)?,
             ..d

@@ -201,3 +201,31 @@ test('grammar-constrained completions follow llama.cpp; grammar errors are Error
   const again = await ctx.completion({ prompt: g.prompt, n_predict: 4, temperature: 0, grammar: g.grammar });
   assert.ok(g.text.startsWith(again.text));
 });
+
+test('response_format holds the output to a JSON schema; bad schemas are Errors', async () => {
+  const ctx = await context();
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer', minimum: 0, maximum: 120 } },
+    required: ['name', 'age'],
+    additionalProperties: false,
+  };
+  const prompt = 'Describe a person named Tom who is 32 years old, as JSON:';
+  const r = await ctx.completion({
+    prompt, n_predict: 64, temperature: 0,
+    response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } },
+  });
+  assert.equal(r.stopped_eos, true, r.text);
+  assert.deepEqual(JSON.parse(r.text), { name: 'Tom', age: 32 });
+  // llama.rn's native form: the schema as JSON text.
+  const text = await ctx.completion({ prompt, n_predict: 64, temperature: 0, json_schema: JSON.stringify(schema) });
+  assert.equal(text.text, r.text);
+  await assert.rejects(
+    ctx.completion({ prompt: 'x', response_format: { type: 'json_schema', json_schema: { schema: { properties: { a: { type: 'strin' } } } } } }),
+    (e) => e instanceof Error && /#\/properties\/a: unrecognized type strin/.test(e.message),
+  );
+  await assert.rejects(
+    ctx.completion({ prompt: 'x', response_format: { type: 'yaml' } }),
+    (e) => e instanceof Error && /response_format\.type/.test(e.message),
+  );
+});

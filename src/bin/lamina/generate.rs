@@ -166,6 +166,40 @@ pub struct RunArgs {
     /// The same, read from a file.
     #[arg(long)]
     pub grammar_file: Option<PathBuf>,
+    /// A JSON schema the output must follow (made a grammar as llama.cpp's -j makes it).
+    #[arg(short = 'j', long, conflicts_with_all = ["grammar", "grammar_file", "json_schema_file"])]
+    pub json_schema: Option<String>,
+    /// The same, read from a file.
+    #[arg(long, conflicts_with_all = ["grammar", "grammar_file"])]
+    pub json_schema_file: Option<PathBuf>,
+}
+
+fn read_arg_file(what: &str, path: &std::path::Path) -> lamina::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| {
+        lamina::Error::InvalidArgument(format!(
+            "cannot read the {what} file {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The grammar the output must match: given, read, or made from a schema.
+fn output_grammar(a: &RunArgs) -> lamina::Result<Option<String>> {
+    let schema = match (&a.json_schema, &a.json_schema_file) {
+        (Some(s), _) => s.clone(),
+        (None, Some(path)) => read_arg_file("JSON schema", path)?,
+        (None, None) => {
+            return match &a.grammar_file {
+                Some(path) => read_arg_file("grammar", path).map(Some),
+                None => Ok(a.grammar.clone()),
+            }
+        }
+    };
+    let converted = lamina::sampling::json_schema::json_schema_text_to_grammar(&schema)?;
+    for w in &converted.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(Some(converted.grammar))
 }
 
 pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result<()> {
@@ -187,15 +221,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         mirostat_eta: a.mirostat_lr,
         mirostat_tau: a.mirostat_ent,
         seed: a.seed,
-        grammar: match &a.grammar_file {
-            Some(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-                lamina::Error::InvalidArgument(format!(
-                    "cannot read the grammar file {}: {e}",
-                    path.display()
-                ))
-            })?),
-            None => a.grammar.clone(),
-        },
+        grammar: output_grammar(&a)?,
         ..Default::default()
     };
     sampling.validate()?;
