@@ -496,6 +496,26 @@ fn run_sampler_options() {
     assert_ne!(penalized, greedy, "strong penalties change a greedy run");
     let typical = ids(&["--typical", "0.5"]);
     assert_eq!(typical, ids(&["--typical", "0.5"]));
+    // DRY, greedy: the repeated list's next "," (28) would extend a repeat
+    // of the prompt, so DRY makes it "." (30), as llama.cpp's does.
+    let days = "List the days of the week: Monday, Tuesday, Wednesday, Thursday, Friday, \
+                Saturday, Sunday. Again: Monday, Tuesday,";
+    let first_two = |extra: &[&str]| {
+        let mut args = vec![
+            "run", "-m", &model, "-p", days, "-n", "2", "--temp", "0", "--json",
+        ];
+        args.extend_from_slice(extra);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&args))).unwrap();
+        v["generated_ids"].clone()
+    };
+    assert_eq!(first_two(&[]), serde_json::json!([15083, 28]));
+    assert_eq!(
+        first_two(&["--dry-multiplier", "0.8"]),
+        serde_json::json!([15083, 30])
+    );
+    // A "," breaker stops the repeat before it reaches the ",".
+    let broken = first_two(&["--dry-multiplier", "0.8", "--dry-sequence-breaker", ","]);
+    assert_eq!(broken, serde_json::json!([15083, 28]));
 }
 
 #[test]
@@ -507,6 +527,8 @@ fn nonsense_sampler_values_are_errors_naming_them() {
         ("--min-p", "2", "min_p"),
         ("--top-p", "-0.5", "top_p"),
         ("--repeat-last-n", "-2", "penalty_last_n"),
+        ("--dry-multiplier", "-1", "dry_multiplier"),
+        ("--dry-penalty-last-n", "-2", "dry_penalty_last_n"),
     ] {
         let arg = format!("{flag}={value}");
         let out = lamina(&["run", "-m", &model, "-p", "Hi", "-n", "2", &arg]);

@@ -6,7 +6,7 @@ mod common;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use lamina::sampling::{greedy, Mt19937, Sampler, SamplingParams};
+use lamina::sampling::{greedy, DryBreakers, Mt19937, Sampler, SamplingParams};
 
 /// Indices drawn by `std::discrete_distribution<int>({0.1, 0.2, 0.3, 0.05,
 /// 0.35})` from `std::mt19937(seed)` with GCC 12's libstdc++, 24 draws per
@@ -624,4 +624,118 @@ fn chain_stages_leave_what_llama_cpp_leaves() {
             s.accept(want[0]);
         }
     }
+}
+
+/// DRY alone (every other stage off) over logits of 0: what it subtracts
+/// after `history`, by token id.
+fn dry_penalties(
+    case: &serde_json::Value,
+    n_vocab: usize,
+    history: &[u32],
+    breakers: DryBreakers,
+) -> Vec<(u32, f32)> {
+    let f = |k: &str| case[k].as_f64().unwrap() as f32;
+    let params = SamplingParams {
+        seed: Some(1),
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        penalty_last_n: 0,
+        dry_multiplier: f("multiplier"),
+        dry_base: f("base"),
+        dry_allowed_length: case["allowed_length"].as_i64().unwrap() as i32,
+        dry_penalty_last_n: case["penalty_last_n"].as_i64().unwrap() as i32,
+        ..SamplingParams::default()
+    };
+    let mut s = Sampler::new(params, n_vocab).unwrap();
+    s.set_dry_breakers(breakers);
+    for &t in history {
+        s.accept(t);
+    }
+    let mut moved: Vec<(u32, f32)> = s
+        .candidates_left(&vec![0.0; n_vocab])
+        .unwrap()
+        .data
+        .iter()
+        .filter(|c| c.logit != 0.0)
+        .map(|c| (c.id, c.logit))
+        .collect();
+    moved.sort_by_key(|m| m.0);
+    moved
+}
+
+/// DRY gives llama.cpp's penalties (within 1e-6 relative: the same f64
+/// power rounded to f32) for the same history and breakers: breakers as
+/// token sequences on random repetitive histories, and as strings processed
+/// over SmolLM2's vocabulary (tokens holding a breaker, tokens ending in its
+/// start with the rest as their tail).
+#[test]
+fn dry_penalties_are_llama_cpp_s() {
+    let g: serde_json::Value = serde_json::from_slice(&common::read_file(&common::golden_path(
+        "sampling/dry.json",
+    )))
+    .unwrap();
+    let model = common::smollm2_q4_1();
+    let vocab = &model.vocab;
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let mut penalised = 0;
+    for case in g["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let got = if let Some(text) = case["text"].as_str() {
+            let history = vocab.tokenize(text, false, false).unwrap();
+            let strings: Vec<String> = case["breaker_strings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect();
+            dry_penalties(
+                case,
+                vocab.len(),
+                &history,
+                DryBreakers::from_strings(vocab, &strings),
+            )
+        } else {
+            let seqs: Vec<Vec<u32>> = case["breaker_tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(ids)
+                .collect();
+            let n_vocab = case["n_vocab"].as_u64().unwrap() as usize;
+            dry_penalties(
+                case,
+                n_vocab,
+                &ids(&case["history"]),
+                DryBreakers::from_token_sequences(&seqs),
+            )
+        };
+        let mut want: Vec<(u32, f32)> = case["penalties"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.as_f64().unwrap() as f32))
+            .collect();
+        want.sort_by_key(|m| m.0);
+        assert_eq!(
+            got.iter().map(|m| m.0).collect::<Vec<_>>(),
+            want.iter().map(|m| m.0).collect::<Vec<_>>(),
+            "{name}"
+        );
+        for ((id, a), (_, b)) in got.iter().zip(&want) {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs(),
+                "{name}: token {id}: {a} vs {b}"
+            );
+        }
+        penalised += want.len();
+    }
+    assert!(penalised >= 20, "only {penalised} penalties compared");
 }

@@ -149,6 +149,14 @@ export interface CompletionParams {
   n_probs?: number;
   logit_bias?: [number, number][];
   cache_prompt?: boolean;
+  /** DRY: tokens extending a repeat lose dry_multiplier * dry_base^(length - dry_allowed_length) (0: off). */
+  dry_multiplier?: number;
+  dry_base?: number;
+  dry_allowed_length?: number;
+  /** Recent tokens DRY looks at (0: off, -1: the context size; default 64). */
+  dry_penalty_last_n?: number;
+  /** Strings no repeat reaches across (default ['\n', ':', '"', '*']). */
+  dry_sequence_breakers?: string[];
   /** A GBNF grammar (llama.cpp's language, start rule `root`) the output must match. */
   grammar?: string;
   /** Constrain only after one of `grammar_triggers` appears. */

@@ -16,7 +16,7 @@ use crate::chat::ChatMessage;
 use crate::context::{Batch, Context};
 use crate::error::{Error, Result};
 use crate::sampling::grammar::{Grammar, GrammarState, TokenTable};
-use crate::sampling::{Sampler, SamplingParams};
+use crate::sampling::{DryBreakers, Sampler, SamplingParams};
 use crate::stopwatch::Stopwatch;
 use crate::tokenizer::TextStream;
 use stop::{Step, StopMatcher};
@@ -330,9 +330,13 @@ impl Context {
             truncated = true;
         }
         let mut sampling = params.sampling.clone();
+        // -1 is llama.cpp's "the context size in effect".
+        let n_ctx_i32 = i32::try_from(n_ctx).unwrap_or(i32::MAX);
         if sampling.penalty_last_n == -1 {
-            // llama.cpp's meaning: the context size in effect.
-            sampling.penalty_last_n = i32::try_from(n_ctx).unwrap_or(i32::MAX);
+            sampling.penalty_last_n = n_ctx_i32;
+        }
+        if sampling.dry_penalty_last_n == -1 {
+            sampling.dry_penalty_last_n = n_ctx_i32;
         }
         if params.ignore_eos {
             sampling.logit_bias.extend(
@@ -353,7 +357,11 @@ impl Context {
         let lazy = sampling
             .grammar_lazy
             .then(|| sampling.grammar_triggers.clone());
+        let breakers = sampling.dry_sequence_breakers.clone();
         let mut sampler = Sampler::new(sampling, n_vocab)?;
+        if sampler.uses_dry() {
+            sampler.set_dry_breakers(DryBreakers::from_strings(vocab, &breakers));
+        }
         if let Some(g) = grammar {
             // Built per constrained completion: about 10 ms for SmolLM2's
             // 49k tokens natively, small beside the prompt.

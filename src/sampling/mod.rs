@@ -1,18 +1,21 @@
 //! The sampler chain: logit bias, repetition/frequency/presence penalties,
-//! top-n-sigma, top-k, typical-p, top-p, min-p, XTC, temperature, then a
+//! DRY (`dry`), top-n-sigma, top-k, typical-p, top-p, min-p, XTC, temperature, then a
 //! seeded draw — or mirostat v1/v2 — with llama.cpp's algorithms and
 //! llama.rn's defaults and order, and llama.cpp's random numbers (MT19937,
 //! libstdc++'s distributions); a grammar (`grammar`) checks the chain's
 //! choice and, where it breaks the grammar, filters before a second run.
 
+mod dry;
 pub mod grammar;
 pub mod json_schema;
 mod rng;
 
 use std::collections::{HashMap, VecDeque};
 
+pub use dry::DryBreakers;
 pub use rng::Mt19937;
 
+use dry::Dry;
 use grammar::GrammarState;
 
 use crate::error::{Error, Result};
@@ -258,6 +261,18 @@ pub struct SamplingParams {
     /// Keeps the tokens within this many standard deviations of the best
     /// logit (<= 0: off).
     pub top_n_sigma: f32,
+    /// DRY: a token extending a repeat of at least `dry_allowed_length`
+    /// tokens within the last `dry_penalty_last_n` (-1: the context size,
+    /// resolved by the completion; 0: off) loses
+    /// `dry_multiplier * dry_base^(length - dry_allowed_length)` (multiplier
+    /// 0: off).
+    pub dry_multiplier: f32,
+    pub dry_base: f32,
+    pub dry_allowed_length: i32,
+    pub dry_penalty_last_n: i32,
+    /// Strings no repeat reaches across (each as its tokens; a completion
+    /// gives them to the sampler with `Sampler::set_dry_breakers`).
+    pub dry_sequence_breakers: Vec<String>,
     /// A GBNF grammar (start rule `root`) every generated text must match.
     pub grammar: Option<String>,
     /// Whether the grammar waits for one of `grammar_triggers` before it
@@ -287,6 +302,11 @@ impl Default for SamplingParams {
             xtc_probability: 0.0,
             xtc_threshold: 0.1,
             top_n_sigma: -1.0,
+            dry_multiplier: 0.0,
+            dry_base: 1.75,
+            dry_allowed_length: 2,
+            dry_penalty_last_n: 64,
+            dry_sequence_breakers: ["\n", ":", "\"", "*"].map(String::from).to_vec(),
             grammar: None,
             grammar_lazy: false,
             grammar_triggers: grammar::Triggers::default(),
@@ -345,6 +365,26 @@ impl SamplingParams {
         within("xtc_probability", self.xtc_probability, 0.0, 1.0)?;
         finite("xtc_threshold", self.xtc_threshold)?;
         finite("top_n_sigma", self.top_n_sigma)?;
+        finite("dry_multiplier", self.dry_multiplier)?;
+        if self.dry_multiplier < 0.0 {
+            return Err(Error::InvalidArgument(format!(
+                "dry_multiplier must be 0 (off) or above, got {}",
+                self.dry_multiplier
+            )));
+        }
+        finite("dry_base", self.dry_base)?;
+        if self.dry_allowed_length < 0 {
+            return Err(Error::InvalidArgument(format!(
+                "dry_allowed_length must be 0 or above, got {}",
+                self.dry_allowed_length
+            )));
+        }
+        if self.dry_penalty_last_n < -1 {
+            return Err(Error::InvalidArgument(format!(
+                "dry_penalty_last_n must be -1 (the context size), 0 (off) or a count, got {}",
+                self.dry_penalty_last_n
+            )));
+        }
         finite("mirostat_tau", self.mirostat_tau)?;
         finite("mirostat_eta", self.mirostat_eta)?;
         if let Some(&(id, bias)) = self
@@ -370,6 +410,8 @@ pub struct Sampler {
     mu: f32,
     /// XTC's own generator (llama.cpp seeds it apart from the draw's).
     xtc_rng: Mt19937,
+    /// DRY's state, when it is on.
+    dry: Option<Dry>,
     grammar: Option<GrammarState>,
     /// Every token id, for the grammar's filter.
     all_ids: Vec<u32>,
@@ -395,6 +437,12 @@ impl Sampler {
                 "logit bias for token {id}, outside the vocabulary of {n_vocab}"
             )));
         }
+        let dry = Dry::new(
+            params.dry_multiplier,
+            params.dry_base,
+            params.dry_allowed_length.max(0) as usize,
+            params.dry_penalty_last_n.max(0) as usize,
+        );
         let seed = params.seed.unwrap_or_else(rng::random_seed);
         let xtc_seed = params.seed.unwrap_or_else(rng::random_seed);
         Ok(Sampler {
@@ -405,13 +453,17 @@ impl Sampler {
             n_vocab,
             recent: VecDeque::new(),
             counts: HashMap::new(),
+            dry,
             grammar: None,
             all_ids: Vec::new(),
         })
     }
 
-    /// Records a generated (or prompt) token for the penalties.
+    /// Records a generated (or prompt) token for the penalties and DRY.
     pub fn accept(&mut self, token: u32) {
+        if let Some(dry) = &mut self.dry {
+            dry.accept(token);
+        }
         let n = self.params.penalty_last_n.max(0) as usize;
         if n == 0 {
             return;
@@ -508,6 +560,19 @@ impl Sampler {
         }
     }
 
+    /// The sequence breakers DRY uses (as tokens; without them no repeat is
+    /// cut short). Nothing changes while DRY is off.
+    pub fn set_dry_breakers(&mut self, breakers: DryBreakers) {
+        if let Some(dry) = &mut self.dry {
+            dry.breakers = breakers;
+        }
+    }
+
+    /// Whether DRY is on (and so wants its breakers).
+    pub fn uses_dry(&self) -> bool {
+        self.dry.is_some()
+    }
+
     /// Constrains the tokens this chain chooses to those `grammar` allows.
     pub fn set_grammar(&mut self, grammar: GrammarState) {
         self.all_ids = (0..self.n_vocab as u32).collect();
@@ -535,6 +600,9 @@ impl Sampler {
     fn filters(&mut self, c: &mut Candidates) {
         let p = self.params.clone();
         self.penalize(c);
+        if let Some(dry) = &self.dry {
+            dry.apply(c);
+        }
         c.top_n_sigma(p.top_n_sigma);
         c.top_k(p.top_k);
         c.typical(p.typical_p, p.min_keep);

@@ -202,6 +202,25 @@ test('grammar-constrained completions follow llama.cpp; grammar errors are Error
   assert.ok(g.text.startsWith(again.text));
 });
 
+test('DRY takes llama.rn\'s parameters', async () => {
+  const ctx = await context();
+  const prompt = 'List the days of the week: Monday, Tuesday, Wednesday, Thursday, Friday, '
+    + 'Saturday, Sunday. Again: Monday, Tuesday,';
+  const plain = await ctx.completion({ prompt, n_predict: 2, temperature: 0 });
+  assert.equal(plain.text, ' Wednesday,');
+  // The "," would extend a repeat of the prompt: DRY makes it ".", as llama.cpp's.
+  const dry = await ctx.completion({ prompt, n_predict: 2, temperature: 0, dry_multiplier: 0.8 });
+  assert.equal(dry.text, ' Wednesday.');
+  const broken = await ctx.completion({
+    prompt, n_predict: 2, temperature: 0, dry_multiplier: 0.8, dry_sequence_breakers: [','],
+  });
+  assert.equal(broken.text, ' Wednesday,');
+  await assert.rejects(
+    ctx.completion({ prompt, dry_multiplier: -1 }),
+    (e) => e instanceof Error && /dry_multiplier must be 0 \(off\) or above/.test(e.message),
+  );
+});
+
 test('response_format holds the output to a JSON schema; bad schemas are Errors', async () => {
   const ctx = await context();
   const schema = {

@@ -130,6 +130,21 @@ pub struct RunArgs {
     /// Keep tokens within N standard deviations of the best logit (-1: off).
     #[arg(long = "top-nsigma", visible_alias = "top-n-sigma", default_value_t = -1.0, allow_negative_numbers = true)]
     pub top_n_sigma: f32,
+    /// DRY: penalty multiplier for tokens that extend a repeat (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    pub dry_multiplier: f32,
+    /// DRY: the penalty is multiplier * base^(repeat length - allowed length).
+    #[arg(long, default_value_t = 1.75)]
+    pub dry_base: f32,
+    /// DRY: repeats up to this many tokens are free.
+    #[arg(long, default_value_t = 2)]
+    pub dry_allowed_length: i32,
+    /// DRY: how many recent tokens to look at (0: off, -1: the context size).
+    #[arg(long, default_value_t = 64, allow_negative_numbers = true)]
+    pub dry_penalty_last_n: i32,
+    /// DRY: a string no repeat reaches across; replaces the defaults (newline, ':', '"', '*'); "none" for none.
+    #[arg(long = "dry-sequence-breaker")]
+    pub dry_sequence_breakers: Vec<String>,
     /// Mirostat: 0 off, 1 or 2.
     #[arg(long, default_value_t = 0)]
     pub mirostat: u8,
@@ -217,6 +232,15 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         xtc_probability: a.xtc_probability,
         xtc_threshold: a.xtc_threshold,
         top_n_sigma: a.top_n_sigma,
+        dry_multiplier: a.dry_multiplier,
+        dry_base: a.dry_base,
+        dry_allowed_length: a.dry_allowed_length,
+        dry_penalty_last_n: a.dry_penalty_last_n,
+        dry_sequence_breakers: match a.dry_sequence_breakers.as_slice() {
+            [] => lamina::sampling::SamplingParams::default().dry_sequence_breakers,
+            [none] if none == "none" => Vec::new(),
+            given => given.to_vec(),
+        },
         mirostat: a.mirostat,
         mirostat_eta: a.mirostat_lr,
         mirostat_tau: a.mirostat_ent,
