@@ -496,6 +496,24 @@ fn run_sampler_options() {
     assert_ne!(penalized, greedy, "strong penalties change a greedy run");
     let typical = ids(&["--typical", "0.5"]);
     assert_eq!(typical, ids(&["--typical", "0.5"]));
+    // -l bans " Paris" (7042), as llama.cpp's -l 7042-inf: greedy goes elsewhere.
+    let capital = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-m",
+            &model,
+            "-p",
+            "The capital of France is",
+            "-n",
+            "4",
+            "--temp",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        stdout(&lamina(&args))
+    };
+    assert!(capital(&[]).starts_with(" Paris"));
+    assert_eq!(capital(&["-l", "7042-inf"]).trim_end(), " the capital of the");
     // DRY, greedy: the repeated list's next "," (28) would extend a repeat
     // of the prompt, so DRY makes it "." (30), as llama.cpp's does.
     let days = "List the days of the week: Monday, Tuesday, Wednesday, Thursday, Friday, \
@@ -529,6 +547,7 @@ fn nonsense_sampler_values_are_errors_naming_them() {
         ("--repeat-last-n", "-2", "penalty_last_n"),
         ("--dry-multiplier", "-1", "dry_multiplier"),
         ("--dry-penalty-last-n", "-2", "dry_penalty_last_n"),
+        ("--logit-bias", "7042*2", "expected TOKEN+BIAS"),
     ] {
         let arg = format!("{flag}={value}");
         let out = lamina(&["run", "-m", &model, "-p", "Hi", "-n", "2", &arg]);

@@ -6,7 +6,9 @@ mod common;
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use lamina::sampling::{greedy, DryBreakers, Mt19937, Sampler, SamplingParams};
+use lamina::sampling::{
+    greedy, logit_bias_from_json, DryBreakers, Mt19937, Sampler, SamplingParams,
+};
 
 /// Indices drawn by `std::discrete_distribution<int>({0.1, 0.2, 0.3, 0.05,
 /// 0.35})` from `std::mt19937(seed)` with GCC 12's libstdc++, 24 draws per
@@ -738,4 +740,67 @@ fn dry_penalties_are_llama_cpp_s() {
         penalised += want.len();
     }
     assert!(penalised >= 20, "only {penalised} penalties compared");
+}
+
+/// llama.rn's logit bias forms: `[token or text, bias or false]` pairs and
+/// objects keyed by id or text; a text biases each of its tokens; anything
+/// else is an error naming the entry.
+#[test]
+fn logit_bias_takes_ids_texts_and_false() {
+    use serde_json::json;
+    let model = common::smollm2_q4_1();
+    let vocab = &model.vocab;
+    let paris = vocab.tokenize(" Paris", false, false).unwrap();
+    let hello_world = vocab.tokenize("Hello world", false, false).unwrap();
+    assert_eq!(paris.len(), 1);
+    assert_eq!(hello_world.len(), 2);
+    let got =
+        logit_bias_from_json(&json!([[paris[0], 1.5], ["Hello world", false]]), vocab).unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (paris[0], 1.5),
+            (hello_world[0], f32::NEG_INFINITY),
+            (hello_world[1], f32::NEG_INFINITY)
+        ]
+    );
+    let got = logit_bias_from_json(
+        &json!({ paris[0].to_string(): -2, "Hello world": 0.5 }),
+        vocab,
+    )
+    .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (paris[0], -2.0),
+            (hello_world[0], 0.5),
+            (hello_world[1], 0.5)
+        ]
+    );
+    assert_eq!(
+        logit_bias_from_json(&serde_json::Value::Null, vocab).unwrap(),
+        vec![]
+    );
+    for (bad, says) in [
+        (
+            json!([[100_000_000, 1]]),
+            "logit_bias[0]: token 100000000 is outside the vocabulary",
+        ),
+        (
+            json!([[1, true]]),
+            "logit_bias[0]: the bias must be a number or false",
+        ),
+        (
+            json!([[1, 2, 3]]),
+            "logit_bias[0]: each entry is a [token or text, bias] pair",
+        ),
+        (
+            json!({"12": "x"}),
+            "logit_bias[\"12\"]: the bias must be a number or false",
+        ),
+        (json!("Paris"), "logit_bias must be a list"),
+    ] {
+        let e = logit_bias_from_json(&bad, vocab).err().unwrap().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
 }

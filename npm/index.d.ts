@@ -147,7 +147,8 @@ export interface CompletionParams {
   stop?: string[];
   ignore_eos?: boolean;
   n_probs?: number;
-  logit_bias?: [number, number][];
+  /** [token id or text, bias or false (banned)] pairs, or an object keyed by id or text; a text biases each of its tokens. */
+  logit_bias?: [number | string, number | false][] | Record<string, number | false>;
   cache_prompt?: boolean;
   /** DRY: tokens extending a repeat lose dry_multiplier * dry_base^(length - dry_allowed_length) (0: off). */
   dry_multiplier?: number;

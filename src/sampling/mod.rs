@@ -8,11 +8,13 @@
 mod dry;
 pub mod grammar;
 pub mod json_schema;
+mod logit_bias;
 mod rng;
 
 use std::collections::{HashMap, VecDeque};
 
 pub use dry::DryBreakers;
+pub use logit_bias::logit_bias_from_json;
 pub use rng::Mt19937;
 
 use dry::Dry;

@@ -19,7 +19,9 @@ use crate::gguf::{describe, GgufFile};
 use crate::model::Model;
 use crate::sampling::grammar::Triggers;
 use crate::sampling::json_schema::json_schema_to_grammar;
+use crate::sampling::logit_bias_from_json;
 use crate::sampling::SamplingParams;
+use crate::tokenizer::Vocab;
 
 /// `loadModel`'s parameters, with llama.rn's names (initLlama). Its other
 /// fields (n_gpu_layers, use_mlock, ...) have no meaning here and are ignored,
@@ -87,7 +89,8 @@ struct JsCompletionParams {
     stop: Vec<String>,
     ignore_eos: bool,
     n_probs: usize,
-    logit_bias: Vec<(u32, f32)>,
+    /// Pairs `[token or text, bias or false]`, or an object of them.
+    logit_bias: serde_json::Value,
     cache_prompt: Option<bool>,
     grammar: Option<String>,
     grammar_lazy: bool,
@@ -200,7 +203,7 @@ pub struct JsLlamaContext {
 }
 
 /// `CompletionParams` from llama.rn-style JSON (its defaults where absent).
-fn completion_params(params_json: &str) -> Result<CompletionParams, JsError> {
+fn completion_params(params_json: &str, vocab: &Vocab) -> Result<CompletionParams, JsError> {
     let mut p: JsCompletionParams = parse("completion parameters", params_json)?;
     let grammar = output_grammar(&mut p)?;
     let d = SamplingParams::default();
@@ -237,7 +240,7 @@ fn completion_params(params_json: &str) -> Result<CompletionParams, JsError> {
             mirostat_tau: p.mirostat_tau.unwrap_or(d.mirostat_tau),
             mirostat_eta: p.mirostat_eta.unwrap_or(d.mirostat_eta),
             seed,
-            logit_bias: p.logit_bias,
+            logit_bias: logit_bias_from_json(&p.logit_bias, vocab).map_err(js_error)?,
             grammar,
             grammar_lazy: p.grammar_lazy,
             grammar_triggers: grammar_triggers(&p.grammar_triggers)?,
@@ -312,7 +315,7 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = completionStart)]
     pub fn completion_start(&mut self, params_json: &str) -> Result<(), JsError> {
         self.check_idle()?;
-        let params = completion_params(params_json)?;
+        let params = completion_params(params_json, &self.ctx.model().vocab)?;
         self.run = Some(self.ctx.start_completion(&params).map_err(js_error)?);
         Ok(())
     }

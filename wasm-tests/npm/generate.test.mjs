@@ -202,6 +202,21 @@ test('grammar-constrained completions follow llama.cpp; grammar errors are Error
   assert.ok(g.text.startsWith(again.text));
 });
 
+test('logit_bias takes texts and false, as llama.rn', async () => {
+  const ctx = await context();
+  const prompt = 'The capital of France is';
+  const plain = await ctx.completion({ prompt, n_predict: 4, temperature: 0 });
+  assert.ok(plain.text.startsWith(' Paris'), plain.text);
+  const banned = await ctx.completion({ prompt, n_predict: 4, temperature: 0, logit_bias: [[' Paris', false]] });
+  assert.equal(banned.text, ' the capital of the');
+  const byId = await ctx.completion({ prompt, n_predict: 4, temperature: 0, logit_bias: { 7042: false } });
+  assert.equal(byId.text, banned.text);
+  await assert.rejects(
+    ctx.completion({ prompt, logit_bias: [[7042, true]] }),
+    (e) => e instanceof Error && /logit_bias\[0\]: the bias must be a number or false/.test(e.message),
+  );
+});
+
 test('DRY takes llama.rn\'s parameters', async () => {
   const ctx = await context();
   const prompt = 'List the days of the week: Monday, Tuesday, Wednesday, Thursday, Friday, '

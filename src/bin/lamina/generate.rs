@@ -130,6 +130,9 @@ pub struct RunArgs {
     /// Keep tokens within N standard deviations of the best logit (-1: off).
     #[arg(long = "top-nsigma", visible_alias = "top-n-sigma", default_value_t = -1.0, allow_negative_numbers = true)]
     pub top_n_sigma: f32,
+    /// Shift a token's logit, as llama.cpp's: `15043+1`, `15043-0.5`, `15043-inf` (banned).
+    #[arg(short = 'l', long = "logit-bias", allow_hyphen_values = true)]
+    pub logit_bias: Vec<String>,
     /// DRY: penalty multiplier for tokens that extend a repeat (0: off).
     #[arg(long, default_value_t = 0.0)]
     pub dry_multiplier: f32,
@@ -198,6 +201,31 @@ fn read_arg_file(what: &str, path: &std::path::Path) -> lamina::Result<String> {
     })
 }
 
+/// `TOKEN+BIAS` or `TOKEN-BIAS` (llama.cpp's `--logit-bias`).
+fn logit_bias(entries: &[String]) -> lamina::Result<Vec<(u32, f32)>> {
+    entries
+        .iter()
+        .map(|e| {
+            let bad = || {
+                lamina::Error::InvalidArgument(format!(
+                    "--logit-bias {e}: expected TOKEN+BIAS or TOKEN-BIAS (e.g. 15043+1, 15043-inf)"
+                ))
+            };
+            let sign = e.find(['+', '-']).ok_or_else(bad)?;
+            let token: u32 = e[..sign].trim().parse().map_err(|_| bad())?;
+            let magnitude: f32 = e[sign + 1..].trim().parse().map_err(|_| bad())?;
+            Ok((
+                token,
+                if e.as_bytes()[sign] == b'-' {
+                    -magnitude
+                } else {
+                    magnitude
+                },
+            ))
+        })
+        .collect()
+}
+
 /// The grammar the output must match: given, read, or made from a schema.
 fn output_grammar(a: &RunArgs) -> lamina::Result<Option<String>> {
     let schema = match (&a.json_schema, &a.json_schema_file) {
@@ -232,6 +260,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         xtc_probability: a.xtc_probability,
         xtc_threshold: a.xtc_threshold,
         top_n_sigma: a.top_n_sigma,
+        logit_bias: logit_bias(&a.logit_bias)?,
         dry_multiplier: a.dry_multiplier,
         dry_base: a.dry_base,
         dry_allowed_length: a.dry_allowed_length,
