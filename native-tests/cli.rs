@@ -513,7 +513,10 @@ fn run_sampler_options() {
         stdout(&lamina(&args))
     };
     assert!(capital(&[]).starts_with(" Paris"));
-    assert_eq!(capital(&["-l", "7042-inf"]).trim_end(), " the capital of the");
+    assert_eq!(
+        capital(&["-l", "7042-inf"]).trim_end(),
+        " the capital of the"
+    );
     // DRY, greedy: the repeated list's next "," (28) would extend a repeat
     // of the prompt, so DRY makes it "." (30), as llama.cpp's does.
     let days = "List the days of the week: Monday, Tuesday, Wednesday, Thursday, Friday, \

@@ -1,5 +1,7 @@
-//! The sampler chain: each stage's effect, seeded reproducibility, and the
-//! random draws themselves against libstdc++ (what llama.cpp is built with).
+//! The sampler chain: each stage's effect, seeded reproducibility, the
+//! random draws themselves against libstdc++ (what llama.cpp is built with),
+//! and llama.cpp's stages, DRY and seeded draws on the same inputs
+//! (`scripts/reference/sampler-goldens.sh`).
 
 mod common;
 
@@ -803,4 +805,82 @@ fn logit_bias_takes_ids_texts_and_false() {
         let e = logit_bias_from_json(&bad, vocab).err().unwrap().to_string();
         assert!(e.contains(says), "{bad}: {e}");
     }
+}
+
+/// The logits `scripts/reference/sampler-chain.cpp` makes for a seed: a
+/// 64-bit LCG, values -8..8 in steps of 0.01 (so ties occur), one in 17 at -30.
+struct ChainLogits(u64);
+
+impl ChainLogits {
+    fn new(seed: u32) -> ChainLogits {
+        ChainLogits(0x9e37_79b9_7f4a_7c15 ^ seed as u64)
+    }
+
+    fn row(&mut self, n_vocab: usize) -> Vec<f32> {
+        (0..n_vocab)
+            .map(|_| {
+                self.0 = self
+                    .0
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (self.0 >> 33) as u32;
+                if r % 17 == 0 {
+                    -30.0
+                } else {
+                    ((r % 1601) as i32 - 800) as f32 / 100.0
+                }
+            })
+            .collect()
+    }
+}
+
+/// Seeded runs choose what llama.cpp's chain and `dist` sampler choose,
+/// draw for draw, the chosen token accepted each step
+/// (`scripts/reference/sampler-goldens.sh`): sorted and unsorted candidate
+/// orders (top-k off, typical's own order), a single candidate (a draw
+/// still taken), greedy, penalties, and 3000-token rows.
+#[test]
+fn seeded_draws_are_llama_cpp_s() {
+    let g: serde_json::Value = serde_json::from_slice(&common::read_file(&common::golden_path(
+        "sampling/draws.json",
+    )))
+    .unwrap();
+    let mut drawn = 0;
+    for case in g["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let p = &case["params"];
+        let f = |k: &str| p[k].as_f64().unwrap() as f32;
+        let i = |k: &str| p[k].as_i64().unwrap();
+        let params = SamplingParams {
+            seed: Some(i("seed") as u32),
+            top_n_sigma: f("top_n_sigma"),
+            top_k: i("top_k") as i32,
+            typical_p: f("typical_p"),
+            top_p: f("top_p"),
+            min_p: f("min_p"),
+            xtc_probability: f("xtc_probability"),
+            xtc_threshold: f("xtc_threshold"),
+            temperature: f("temperature"),
+            penalty_last_n: i("penalty_last_n") as i32,
+            penalty_repeat: f("penalty_repeat"),
+            penalty_freq: f("penalty_freq"),
+            penalty_present: f("penalty_present"),
+            min_keep: i("min_keep") as usize,
+            ..SamplingParams::default()
+        };
+        let n_vocab = i("n_vocab") as usize;
+        let mut s = Sampler::new(params, n_vocab).unwrap();
+        let mut logits = ChainLogits::new(i("seed") as u32);
+        let mut got = Vec::new();
+        let mut want = Vec::new();
+        for st in case["steps"].as_array().unwrap() {
+            let id = s.sample(&logits.row(n_vocab)).unwrap();
+            s.accept(id);
+            got.push(id);
+            want.push(st["selected"].as_u64().unwrap() as u32);
+        }
+        assert_eq!(got, want, "{name}");
+        drawn += got.len();
+    }
+    assert!(drawn >= 250, "{drawn} draws");
 }

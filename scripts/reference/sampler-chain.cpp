@@ -7,7 +7,12 @@
 // (scripts/reference/sampler-goldens.sh); no model is involved.
 //
 //   sampler-chain N_VOCAB STEPS SEED TOP_N_SIGMA TOP_K TYPICAL TOP_P MIN_P
-//                 XTC_P XTC_T TEMP LAST_N REPEAT FREQ PRESENT MIN_KEEP
+//                 XTC_P XTC_T TEMP LAST_N REPEAT FREQ PRESENT MIN_KEEP [draw]
+//
+// With `draw`, the chain ends with llama.cpp's seeded draw (the `dist`
+// sampler) and each step prints the token it selects (which is accepted)
+// and, for up to 64 candidates, their order before the draw, instead of the
+// logits (the test makes them again from the same generator).
 #include "llama.h"
 
 #include <algorithm>
@@ -15,10 +20,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 int main(int argc, char ** argv) {
-    if (argc != 17) {
+    if (argc != 17 && !(argc == 18 && std::string(argv[17]) == "draw")) {
         fprintf(stderr, "usage: see the header\n");
         return 1;
     }
@@ -49,6 +55,10 @@ int main(int argc, char ** argv) {
     llama_sampler_chain_add(chain, llama_sampler_init_min_p(min_p, min_keep));
     llama_sampler_chain_add(chain, llama_sampler_init_xtc(xtc_p, xtc_t, min_keep, seed));
     llama_sampler_chain_add(chain, llama_sampler_init_temp(temp));
+    const bool draw = argc == 18;
+    if (draw) {
+        llama_sampler_chain_add(chain, llama_sampler_init_dist(seed));
+    }
 
     // Logits from a 64-bit LCG: roughly -8..8, a few ties and a few far
     // below, so every stage has something to cut.
@@ -60,16 +70,34 @@ int main(int argc, char ** argv) {
     printf("{\"steps\": [");
     for (int s = 0; s < steps; s++) {
         std::vector<llama_token_data> data(n_vocab);
-        printf(s ? ", {\"logits\": [" : "{\"logits\": [");
+        if (!draw) {
+            printf(s ? ", {\"logits\": [" : "{\"logits\": [");
+        }
         for (int i = 0; i < n_vocab; i++) {
             uint32_t r = next();
             float logit = (float) ((int) (r % 1601) - 800) / 100.0f;
             if (r % 17 == 0) logit = -30.0f;
             data[i] = { i, logit, 0.0f };
-            printf(i ? ", %.9g" : "%.9g", logit);
+            if (!draw) {
+                printf(i ? ", %.9g" : "%.9g", logit);
+            }
         }
         llama_token_data_array cur = { data.data(), data.size(), -1, false };
         llama_sampler_apply(chain, &cur);
+        if (draw) {
+            const llama_token selected = cur.data[cur.selected].id;
+            printf(s ? ", {\"selected\": %d" : "{\"selected\": %d", selected);
+            if (cur.size <= 64) {
+                printf(", \"order\": [");
+                for (size_t i = 0; i < cur.size; i++) {
+                    printf(i ? ", %d" : "%d", cur.data[i].id);
+                }
+                printf("]");
+            }
+            printf("}");
+            llama_sampler_accept(chain, selected);
+            continue;
+        }
         std::vector<llama_token> left;
         for (size_t i = 0; i < cur.size; i++) {
             if (cur.data[i].logit != -INFINITY) {

@@ -33,6 +33,38 @@ for name, args in cases:
     out["cases"].append({"name": name, "params": dict(zip(keys, args)), "steps": run["steps"]})
     print(name, [len(s["left"]) for s in run["steps"]])
 json.dump(out, open("native-tests/golden/sampling/chain.json", "w"), indent=0)
+
+# The same chain ending in llama.cpp's seeded draw: the token selected at
+# each step (then accepted), for native-tests/golden/sampling/draws.json.
+draw_cases = [
+    # name: n_vocab steps seed  nsigma k  typ  top_p min_p xtc_p xtc_t temp last_n rep freq pres keep
+    ("llama_rn_defaults", [64, 24, 1,   -1, 40, 1.0, 0.95, 0.05, 0.0, 0.1, 0.8, 64, 1.0, 0.0, 0.0, 0]),
+    ("all_off",           [64, 24, 2,   -1, 0,  1.0, 1.0, 0.0,  0.0, 0.1, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("min_p_unsorted",    [64, 24, 3,   -1, 0,  1.0, 1.0, 0.05, 0.0, 0.1, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("typical",           [64, 24, 4,   -1, 0,  0.9, 1.0, 0.0,  0.0, 0.1, 1.2, 0, 1.0, 0.0, 0.0, 0]),
+    ("top_n_sigma",       [64, 24, 5,   1.5, 0, 1.0, 1.0, 0.0,  0.0, 0.1, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("xtc",               [64, 24, 6,   -1, 0,  1.0, 1.0, 0.0,  0.5, 0.05, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("greedy",            [64, 24, 7,   -1, 40, 1.0, 0.95, 0.05, 0.0, 0.1, 0.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("top_k_1",           [64, 24, 8,   -1, 1,  1.0, 1.0, 0.0,  0.0, 0.1, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("penalties",         [64, 24, 9,   -1, 20, 1.0, 0.9, 0.0,  0.0, 0.1, 1.0, 8, 1.3, 0.2, 0.3, 0]),
+    ("everything",        [64, 24, 10,  2.0, 30, 0.95, 0.9, 0.02, 0.3, 0.08, 1.3, 16, 1.2, 0.1, 0.2, 1]),
+    ("large_top_p",       [3000, 12, 11, -1, 0, 1.0, 0.9, 0.0,  0.0, 0.1, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("large_top_k",       [3000, 12, 12, -1, 200, 1.0, 1.0, 0.0, 0.0, 0.1, 1.0, 0, 1.0, 0.0, 0.0, 0]),
+    ("large_defaults",    [3000, 12, 13, -1, 40, 1.0, 0.95, 0.05, 0.0, 0.1, 0.8, 64, 1.0, 0.0, 0.0, 0]),
+]
+out = {
+    "reference": "llama.cpp vendored in llama-cpp-python==0.3.36: the chain of chain.json "
+                 "followed by llama_sampler_init_dist(seed); the selected token is accepted. "
+                 "Logits: the generator in sampler-chain.cpp",
+    "command": "scripts/reference/sampler-chain " + " ".join(k.upper() for k in keys) + " draw",
+    "cases": [],
+}
+for name, args in draw_cases:
+    run = json.loads(subprocess.run([exe] + [str(a) for a in args] + ["draw"], capture_output=True,
+                                    check=True).stdout)
+    out["cases"].append({"name": name, "params": dict(zip(keys, args)), "steps": run["steps"]})
+    print(name, [s["selected"] for s in run["steps"]])
+json.dump(out, open("native-tests/golden/sampling/draws.json", "w"), separators=(",", ":"))
 PY
 
 # DRY: the penalties llama.cpp's DRY sampler gives after a history, with

@@ -10,6 +10,7 @@ pub mod grammar;
 pub mod json_schema;
 mod logit_bias;
 mod rng;
+mod stl_sort;
 
 use std::collections::{HashMap, VecDeque};
 
@@ -54,19 +55,45 @@ impl Candidates {
         }
     }
 
-    /// Highest logit first; equal logits keep the lower id first.
+    /// Highest logit first, equal logits in the order llama.cpp's sorts
+    /// leave them (a seeded draw walks this order).
     fn sort(&mut self) {
         if !self.sorted {
-            self.data.sort_by(|a, b| b.logit.total_cmp(&a.logit));
-            self.sorted = true;
+            self.keep_best(self.data.len());
         }
     }
 
-    /// Sorts, then sets p to the softmax of the logits.
+    /// Keeps the best `n` (n >= 1), sorted, as llama.cpp's in-place partial
+    /// sort: libstdc++'s `partial_sort` up to 128, else logit buckets.
+    fn keep_best(&mut self, n: usize) {
+        let n = n.min(self.data.len());
+        if n <= 128 {
+            stl_sort::partial_sort(&mut self.data, n, higher_logit);
+            self.data.truncate(n);
+        } else {
+            let mut best = best_by_buckets(&self.data, n);
+            best.truncate(n);
+            self.data = best;
+        }
+        self.sorted = true;
+    }
+
+    /// Sets p to the softmax of the logits (sums in the candidates' order),
+    /// sorting first.
     pub fn softmax(&mut self) {
         self.sort();
-        let Some(max) = self.data.first().map(|c| c.logit) else {
+        self.probabilities();
+    }
+
+    /// Sets p to the softmax of the logits, in the order they are.
+    fn probabilities(&mut self) {
+        let Some(first) = self.data.first().map(|c| c.logit) else {
             return;
+        };
+        let max = if self.sorted {
+            first
+        } else {
+            self.data.iter().fold(first, |m, c| m.max(c.logit))
         };
         let mut sum = 0.0f32;
         for c in &mut self.data {
@@ -111,29 +138,17 @@ impl Candidates {
         self.sorted = false;
     }
 
+    /// The best `k` (0 or less: off, leaving the order as it is).
     fn top_k(&mut self, k: i32) {
-        let n = self.data.len();
-        let k = if k <= 0 { n } else { (k as usize).min(n) };
-        if !self.sorted && k > 0 && k < n {
-            // Only the best k need an order: select them, then sort those.
-            // Ties go to the earlier position, so the result is the stable
-            // sort's first k (a full sort of the vocabulary per token was
-            // the sampler's main cost).
-            let data = &self.data;
-            let order = |a: &u32, b: &u32| {
-                let (x, y) = (&data[*a as usize], &data[*b as usize]);
-                y.logit.total_cmp(&x.logit).then(a.cmp(b))
-            };
-            let mut best: Vec<u32> = (0..n as u32).collect();
-            best.select_nth_unstable_by(k - 1, order);
-            best.truncate(k);
-            best.sort_unstable_by(order);
-            self.data = best.iter().map(|&i| data[i as usize]).collect();
-            self.sorted = true;
+        if k <= 0 || self.data.is_empty() {
             return;
         }
-        self.sort();
-        self.data.truncate(k);
+        let k = (k as usize).min(self.data.len());
+        if self.sorted {
+            self.data.truncate(k);
+        } else {
+            self.keep_best(k);
+        }
     }
 
     fn temperature(&mut self, t: f32) {
@@ -155,19 +170,42 @@ impl Candidates {
         }
     }
 
+    /// The most likely candidates up to a total of `p`. Unsorted rows over
+    /// 1024 are sorted as llama.cpp sorts them: the best 256 first, all of
+    /// them only if those do not reach `p`.
     fn top_p(&mut self, p: f32, min_keep: usize) {
-        if p >= 1.0 {
+        if p >= 1.0 || self.data.is_empty() {
             return;
         }
-        self.softmax();
+        self.probabilities();
+        if !self.sorted && self.data.len() <= 1024 {
+            self.sort();
+        }
+        let n = self.data.len();
+        let mut k = n;
+        let mut best = None;
+        if !self.sorted {
+            k = n.min(256);
+            best = Some(best_by_buckets(&self.data, k));
+        }
         let mut cum = 0.0f32;
-        let mut last = self.data.len();
-        for (i, c) in self.data.iter().enumerate() {
+        let mut last = n;
+        for i in 0..n {
+            let c = best.as_ref().map_or(&self.data[i], |b| &b[i]);
             cum += c.p;
             if cum >= p && i + 1 >= min_keep {
                 last = i + 1;
                 break;
             }
+            if best.is_some() && i == k - 1 {
+                k = n;
+                best = Some(best_by_buckets(&self.data, k));
+            }
+        }
+        if let Some(mut b) = best {
+            b.truncate(last);
+            self.data = b;
+            self.sorted = true;
         }
         self.data.truncate(last);
     }
@@ -217,7 +255,7 @@ impl Candidates {
             .map(|c| (-c.p.ln() - entropy).abs())
             .collect();
         let mut order: Vec<usize> = (0..self.data.len()).collect();
-        order.sort_by(|&a, &b| shifted[a].total_cmp(&shifted[b]));
+        stl_sort::sort(&mut order, |&a, &b| shifted[a] < shifted[b]);
         let mut cum = 0.0f32;
         let mut last = order.len();
         for (i, &idx) in order.iter().enumerate() {
@@ -230,6 +268,71 @@ impl Candidates {
         self.data = order[..last].iter().map(|&i| self.data[i]).collect();
         self.sorted = false;
     }
+}
+
+/// llama.cpp's order for candidates: the higher logit first.
+fn higher_logit(a: &Candidate, b: &Candidate) -> bool {
+    a.logit > b.logit
+}
+
+/// The best `n` of `data` first, sorted, as llama.cpp finds them in long
+/// rows: candidates are dealt in order into 128 logit buckets over
+/// [-10, 10]; the buckets from the top down that hold `n` are kept, each
+/// sorted (libstdc++'s `sort`), the last only as far as `n` needs
+/// (`partial_sort`). Returns those buckets' candidates (at least `n`).
+fn best_by_buckets(data: &[Candidate], n: usize) -> Vec<Candidate> {
+    const BUCKETS: usize = 128;
+    const LOW: f32 = -10.0;
+    const HIGH: f32 = 10.0;
+    const SCALE: f32 = BUCKETS as f32 / (HIGH - LOW);
+    const OFFSET: f32 = -LOW * SCALE;
+    let bucket_of: Vec<usize> = data
+        .iter()
+        .map(|c| ((SCALE * c.logit + OFFSET) as i32).clamp(0, BUCKETS as i32 - 1) as usize)
+        .collect();
+    let mut counts = [0usize; BUCKETS];
+    for &b in &bucket_of {
+        counts[b] += 1;
+    }
+    // The lowest bucket needed to hold n.
+    let mut have = 0;
+    let mut lowest = BUCKETS - 1;
+    loop {
+        have += counts[lowest];
+        if have >= n || lowest == 0 {
+            break;
+        }
+        lowest -= 1;
+    }
+    // Deal the candidates into their buckets, the top bucket first.
+    let mut starts = [0usize; BUCKETS];
+    let mut at = 0;
+    for b in (lowest..BUCKETS).rev() {
+        starts[b] = at;
+        at += counts[b];
+    }
+    let mut out = vec![
+        data.first().copied().unwrap_or(Candidate {
+            id: 0,
+            logit: 0.0,
+            p: 0.0
+        });
+        have
+    ];
+    for (c, &b) in data.iter().zip(&bucket_of) {
+        if b >= lowest {
+            out[starts[b]] = *c;
+            starts[b] += 1;
+        }
+    }
+    let mut done = 0;
+    for b in (lowest + 1..BUCKETS).rev() {
+        stl_sort::sort(&mut out[done..done + counts[b]], higher_logit);
+        done += counts[b];
+    }
+    let last = &mut out[done..done + counts[lowest]];
+    stl_sort::partial_sort(last, n.saturating_sub(done), higher_logit);
+    out
 }
 
 /// Sampling parameters, with llama.rn's `completion()` defaults.
@@ -621,8 +724,7 @@ impl Sampler {
         match p.mirostat {
             0 => {
                 self.filters(&mut c);
-                c.softmax();
-                let i = self.draw(&c)?;
+                let i = self.draw_in_order(&mut c)?;
                 Ok(c.data[i].id)
             }
             1 => {
@@ -643,7 +745,7 @@ impl Sampler {
                 // A NaN k (a degenerate distribution) keeps the top token.
                 c.top_k((k as i32).max(1));
                 c.softmax();
-                let i = self.draw(&c)?;
+                let i = self.draw_discrete(&c)?;
                 self.mu -= p.mirostat_eta * (-c.data[i].p.log2() - p.mirostat_tau);
                 Ok(c.data[i].id)
             }
@@ -657,7 +759,7 @@ impl Sampler {
                     .unwrap_or(c.data.len());
                 c.data.truncate(keep.max(1));
                 c.softmax();
-                let i = self.draw(&c)?;
+                let i = self.draw_discrete(&c)?;
                 self.mu -= p.mirostat_eta * (-c.data[i].p.log2() - p.mirostat_tau);
                 Ok(c.data[i].id)
             }
@@ -690,10 +792,58 @@ impl Sampler {
         }
     }
 
-    /// The seeded draw over the candidates left. Every filter keeps at
-    /// least one candidate; weights that are not a distribution (logits all
-    /// -inf or NaN from the model) give the first, the best-ranked one.
-    fn draw(&mut self, c: &Candidates) -> Result<usize> {
+    /// The seeded draw at the end of the chain, as llama.cpp's `dist`
+    /// sampler makes it: the candidates in the order the chain left them
+    /// (sorted or not), their probabilities summed in f64, and the first
+    /// whose running sum reaches a canonical draw times the total. One
+    /// candidate still takes a draw, so the generator stays in step.
+    fn draw_in_order(&mut self, c: &mut Candidates) -> Result<usize> {
+        if c.data.is_empty() {
+            return Err(Error::InvalidArgument(
+                "every candidate token was filtered out".into(),
+            ));
+        }
+        let target = self.rng.canonical();
+        if c.data.len() == 1 {
+            c.data[0].p = 1.0;
+            return Ok(0);
+        }
+        let max = if c.sorted {
+            c.data[0].logit
+        } else {
+            c.data.iter().fold(f32::NEG_INFINITY, |m, x| m.max(x.logit))
+        };
+        let mut total = 0.0f64;
+        for x in &mut c.data {
+            x.p = (x.logit - max).exp();
+            total += x.p as f64;
+        }
+        if !(total.is_finite() && total > 0.0) {
+            // Logits all -inf or NaN from the model: the first, the
+            // best-ranked one.
+            return Ok(0);
+        }
+        let target = total * target;
+        let mut running = 0.0f64;
+        let mut chosen = None;
+        for (i, x) in c.data.iter_mut().enumerate() {
+            if chosen.is_none() {
+                running += x.p as f64;
+                if running >= target {
+                    chosen = Some(i);
+                }
+            }
+            x.p = (x.p as f64 / total) as f32;
+        }
+        Ok(chosen.unwrap_or(c.data.len() - 1))
+    }
+
+    /// Mirostat's seeded draw, as llama.cpp's mirostat samplers make it
+    /// (`std::discrete_distribution` over the sorted candidates). Every
+    /// filter keeps at least one candidate; weights that are not a
+    /// distribution (logits all -inf or NaN from the model) give the first,
+    /// the best-ranked one.
+    fn draw_discrete(&mut self, c: &Candidates) -> Result<usize> {
         if c.data.is_empty() {
             return Err(Error::InvalidArgument(
                 "every candidate token was filtered out".into(),
