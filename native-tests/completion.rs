@@ -226,7 +226,51 @@ fn the_prompt_cache_reuses_the_common_prefix() {
     assert_eq!(fresh.tokens_cached, 0);
     assert_eq!(fresh.generated_ids, first.generated_ids);
     assert!(fresh.timings.prompt_ms > 0.0 && fresh.timings.predicted_per_second > 0.0);
-    assert_eq!(fresh.tokens_evaluated, fresh.prompt_ids.len() + 5);
+    // Prompt tokens, cached or not, as llama.rn and llama.cpp's server count.
+    assert_eq!(fresh.tokens_evaluated, fresh.prompt_ids.len());
+    assert_eq!(again.tokens_evaluated, again.prompt_ids.len());
+}
+
+/// The prompt is evaluated a micro-batch at a time (`eval_prompt`), with an
+/// abort check between micro-batches: a stop request during a long prompt
+/// ends the run before the prompt is done, with no token, and the next run
+/// reuses what was evaluated.
+#[test]
+fn an_abort_during_the_prompt_stops_between_micro_batches() {
+    let mut ctx = Context::new(
+        common::smollm2_q4_1(),
+        ContextParams {
+            n_ctx: 256,
+            n_batch: 64,
+            n_ubatch: 16,
+            n_threads: 1,
+            ..ContextParams::default()
+        },
+    )
+    .unwrap();
+    let p = greedy(
+        &"one two three four five six seven eight nine ten ".repeat(5),
+        4,
+    );
+    let mut started = ctx.start_completion(&p).unwrap();
+    assert!(
+        started.eval_prompt(&mut ctx).unwrap(),
+        "more than one micro-batch"
+    );
+    assert!(started.eval_prompt(&mut ctx).unwrap());
+    ctx.abort_handle().abort();
+    assert!(!started.eval_prompt(&mut ctx).unwrap());
+    assert_eq!(started.next_token(&mut ctx).unwrap(), None);
+    let r = started.finish();
+    assert!(r.stopped_aborted && r.generated_ids.is_empty(), "{r:?}");
+    assert_eq!(r.timings.prompt_n, 32, "two micro-batches of 16");
+    assert!(r.prompt_ids.len() > 32);
+    ctx.abort_handle().reset();
+    let (again, _) = run(&mut ctx, &p);
+    assert_eq!(
+        again.tokens_cached, 32,
+        "the evaluated micro-batches are reused"
+    );
 }
 
 #[test]

@@ -824,7 +824,7 @@ impl ChainLogits {
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
                 let r = (self.0 >> 33) as u32;
-                if r % 17 == 0 {
+                if r.is_multiple_of(17) {
                     -30.0
                 } else {
                     ((r % 1601) as i32 - 800) as f32 / 100.0

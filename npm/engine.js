@@ -286,9 +286,10 @@ export class LlamaContext {
    * Generates a completion. `params` takes llama.rn's names (prompt or
    * messages, n_predict, temperature, top_k, top_p, min_p, stop, seed,
    * ignore_eos, n_probs, ...); `onToken({ token, id, completion_probabilities })`
-   * hears each piece of text as it is released. Between tokens the event
-   * loop gets a turn, so `stopCompletion()` from a timer, a message or a
-   * button stops it at the next token.
+   * hears each piece of text as it is released. The prompt is evaluated a
+   * micro-batch at a time and tokens come one at a time, with a turn of the
+   * event loop between each, so `stopCompletion()` from a timer, a message
+   * or a button stops it at the next micro-batch or token.
    */
   async completion(params, onToken) {
     const ctx = this.#ctx();
@@ -296,6 +297,9 @@ export class LlamaContext {
     guard(() => ctx.completionStart(json));
     this.#running = true;
     try {
+      do {
+        await nextTurn();
+      } while (guard(() => ctx.completionPrompt()));
       for (;;) {
         await nextTurn();
         const event = guard(() => ctx.completionNext());
@@ -312,7 +316,7 @@ export class LlamaContext {
     return guard(() => ctx.completionFinish());
   }
 
-  /** Stops the running completion at the next token. */
+  /** Stops the running completion at the next prompt micro-batch or token. */
   stopCompletion() {
     if (this.#running) this.#abort?.abort();
   }
@@ -364,11 +368,31 @@ export class LlamaContext {
     return guard(() => this.#ctx().rerank(query, documents, json));
   }
 
-  /** llama-bench's pp and tg tests: `[{ n_prompt, n_gen, avg_ts, stddev_ts, ... }]`. */
-  async bench(pp = 128, tg = 64, reps = 3) {
+  /**
+   * llama.rn's `bench(pp, tg, pl, nr)`: `{ modelDesc, modelSize, modelNParams,
+   * ppAvg, ppStd, tgAvg, tgStd }` in tokens/s over `nr` runs, and `rows`,
+   * llama-bench's rows. One sequence: `pl` (parallel sequences) must be 1.
+   */
+  async bench(pp = 128, tg = 64, pl = 1, nr = 3) {
     // wasm-bindgen would wrap -1 to 4294967295: counts are checked here.
-    const counts = [count('bench: pp', pp), count('bench: tg', tg), count('bench: reps', reps)];
-    return guard(() => this.#ctx().bench(...counts));
+    const counts = [count('bench: pp', pp), count('bench: tg', tg), count('bench: nr', nr)];
+    if (count('bench: pl', pl) !== 1) {
+      throw new RangeError(`bench: pl (parallel sequences) must be 1, got ${pl}: lamina benchmarks one sequence`);
+    }
+    const rows = guard(() => this.#ctx().bench(...counts));
+    const info = guard(() => this.#ctx().contextInfo());
+    const pp_row = rows.find((r) => r.n_prompt > 0);
+    const tg_row = rows.find((r) => r.n_gen > 0);
+    return {
+      modelDesc: info.model_desc,
+      modelSize: info.model_size,
+      modelNParams: info.model_n_params,
+      ppAvg: pp_row?.avg_ts ?? 0,
+      ppStd: pp_row?.stddev_ts ?? 0,
+      tgAvg: tg_row?.avg_ts ?? 0,
+      tgStd: tg_row?.stddev_ts ?? 0,
+      rows,
+    };
   }
 
   /** Test-only: makes the engine panic (in this thread every model stops). */

@@ -79,6 +79,8 @@ export interface LoadParams {
   /** How embeddings pool (default: the model's); 'rank' for rerankers. */
   pooling_type?: Pooling | 0 | 1 | 2 | 3 | 4;
   cpu_variant?: string;
+  /** Whether completions shift a full context (default true), as llama.rn's. */
+  ctx_shift?: boolean;
   /**
    * Which build the model's worker loads: 'simd128' or 'relaxed-simd'
    * (an Error where the engine lacks it); default: the best it runs.
@@ -150,6 +152,10 @@ export interface CompletionParams {
   /** [token id or text, bias or false (banned)] pairs, or an object keyed by id or text; a text biases each of its tokens. */
   logit_bias?: [number | string, number | false][] | Record<string, number | false>;
   cache_prompt?: boolean;
+  /** Prompt tokens kept when a prompt is cut or the context shifts (-1: all). */
+  n_keep?: number;
+  /** This completion's context shifting (default: the load's `ctx_shift`). */
+  ctx_shift?: boolean;
   /** DRY: tokens extending a repeat lose dry_multiplier * dry_base^(length - dry_allowed_length) (0: off). */
   dry_multiplier?: number;
   dry_base?: number;
@@ -206,8 +212,12 @@ export interface CompletionResult {
   tokens_evaluated: number;
   tokens_cached: number;
   stopped_eos: boolean;
-  stopped_word: boolean;
-  stopped_limit: boolean;
+  /** The stop word that ended the text, '' when none did (llama.rn's type). */
+  stopped_word: string;
+  /** 1 when `n_predict` (or a full context) ended it, else 0 (llama.rn's type). */
+  stopped_limit: number;
+  /** Whether `stopCompletion()` ended it (llama.rn's name for stopped_aborted). */
+  interrupted: boolean;
   stopped_aborted: boolean;
   stopping_word: string;
   stop_reason: 'eos' | 'word' | 'limit' | 'abort';
@@ -224,6 +234,18 @@ export interface BenchRow {
   avg_ts: number;
   stddev_ts: number;
   [key: string]: unknown;
+}
+
+/** llama.rn's bench result (tokens/s), with llama-bench's rows. */
+export interface BenchResult {
+  modelDesc: string;
+  modelSize: number;
+  modelNParams: number;
+  ppAvg: number;
+  ppStd: number;
+  tgAvg: number;
+  tgStd: number;
+  rows: BenchRow[];
 }
 
 /**
@@ -248,7 +270,8 @@ export declare class LlamaContext {
   embedding(text: string, params?: EmbeddingParams): Promise<EmbeddingResult>;
   /** Best first; needs a reranker loaded with pooling_type 'rank'. */
   rerank(query: string, documents: string[], params?: RerankParams): Promise<RerankResult[]>;
-  bench(pp?: number, tg?: number, reps?: number): Promise<BenchRow[]>;
+  /** llama.rn's bench: tokens/s over `nr` runs; `pl` (parallel sequences) must be 1. */
+  bench(pp?: number, tg?: number, pl?: number, nr?: number): Promise<BenchResult>;
   /** Frees the model: ends its worker. */
   release(): Promise<void>;
   /** Test-only: makes this model's engine panic. */
@@ -256,6 +279,12 @@ export declare class LlamaContext {
   /** Test-only: makes this model's engine run out of memory. */
   _testOutOfMemory(): Promise<never>;
 }
+
+/** llama.rn's initLlama: `loadModel(model, params)`; `onProgress` hears whole percents. */
+export declare function initLlama(
+  params: LoadParams & { model: ArrayBuffer | Uint8Array | Blob | string | URL },
+  onProgress?: (percent: number) => void,
+): Promise<LlamaContext>;
 
 export declare function loadModel(
   source: ArrayBuffer | Uint8Array | Blob | string | URL,

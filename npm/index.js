@@ -16,4 +16,16 @@ export const modelInfo = api.modelInfo;
 export const loadModel = api.loadModel;
 export const LlamaContext = api.LlamaContext;
 export const _testPanic = api._testPanic;
+
+/**
+ * llama.rn's `initLlama({ model, ...params }, onProgress)`: `loadModel(model,
+ * params)` with `onProgress` hearing whole percents (0 to 100), as llama.rn's.
+ */
+export async function initLlama({ model, ...params } = {}, onProgress) {
+  if (model === undefined || model === null) {
+    throw new TypeError('initLlama: params.model (a URL, Blob, ArrayBuffer or Uint8Array) is required');
+  }
+  const percent = onProgress && ((fraction) => onProgress(Math.round(fraction * 100)));
+  return api.loadModel(model, params, { onProgress: percent });
+}
 export const _testOutOfMemory = api._testOutOfMemory;

@@ -219,7 +219,7 @@ export class LlamaContext {
     return result;
   }
 
-  /** Stops the running completion at the next token. */
+  /** Stops the running completion at the next prompt micro-batch or token. */
   stopCompletion() {
     this.#connection.call('stop').catch(() => {});
   }
@@ -249,8 +249,8 @@ export class LlamaContext {
     return this.#connection.call('rerank', { query, documents, params });
   }
 
-  bench(pp = 128, tg = 64, reps = 3) {
-    return this.#connection.call('bench', { pp, tg, reps });
+  bench(pp = 128, tg = 64, pl = 1, nr = 3) {
+    return this.#connection.call('bench', { pp, tg, pl, nr });
   }
 
   /** Test-only: makes this model's engine panic (its worker ends). */

@@ -118,7 +118,7 @@ fn run_tg(ctx: &mut Context, n: usize, depth: usize, rng: &mut Lcg) -> Result<f6
 }
 
 /// "llama 30 layers, 576 embd, Q4_1" style summary (llama-bench's model type).
-fn model_type(model: &Model) -> String {
+pub fn model_type(model: &Model) -> String {
     let ftype = model
         .file()
         .metadata()

@@ -114,7 +114,7 @@ async function bench() {
   setState('generating');
   $('stats').textContent = 'benchmarking pp128 and tg64 …';
   try {
-    const rows = await page.ctx.bench(128, 64, 3);
+    const { rows } = await page.ctx.bench(128, 64, 1, 3);
     page.bench = rows;
     $('stats').textContent = rows
       .map((r) => `${r.n_prompt ? `pp${r.n_prompt}` : `tg${r.n_gen}`}: ${r.avg_ts.toFixed(1)} ± ${r.stddev_ts.toFixed(1)} t/s`)

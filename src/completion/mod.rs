@@ -165,7 +165,8 @@ pub struct CompletionResult {
     /// Every sampled token, including a final end-of-generation token.
     pub generated_ids: Vec<u32>,
     pub tokens_predicted: usize,
-    /// Prompt tokens plus generated tokens evaluated in this completion.
+    /// Prompt tokens, cached ones included (llama.cpp's server and
+    /// llama.rn count them so).
     pub tokens_evaluated: usize,
     /// Prompt tokens whose KV came from the previous completion.
     pub tokens_cached: usize,
@@ -301,9 +302,12 @@ impl Context {
         ended.map(|()| run.finish())
     }
 
-    /// Starts a completion: renders and tokenizes the prompt, reuses the
-    /// cached prefix and evaluates the rest. Tokens then come from
-    /// `CompletionRun::next_token`.
+    /// Starts a completion: renders and tokenizes the prompt and reuses the
+    /// cached prefix. The rest of the prompt is evaluated by
+    /// `CompletionRun::eval_prompt` (one micro-batch per call, so a caller
+    /// that cannot be interrupted mid-call, a wasm worker, can stop between
+    /// them) or by the first `next_token`; tokens then come from
+    /// `next_token`.
     pub fn start_completion(&mut self, params: &CompletionParams) -> Result<CompletionRun> {
         self.abort_handle().reset();
         let n_ctx = self.n_ctx();
@@ -387,44 +391,28 @@ impl Context {
         self.kv_seq_rm(0, cached as i32, -1)?;
         self.set_prompt_cache(&kept);
 
-        let t0 = Stopwatch::start();
-        let n_batch = self.params().n_batch;
-        let mut pos = cached;
-        let mut reason = None;
-        for chunk in prompt_ids[cached..].chunks(n_batch) {
-            let batch = Batch::for_sequence(chunk, pos as i32, 0)?;
-            match self.decode(&batch) {
-                Err(Error::Cancelled(_)) => {
-                    reason = Some(StopReason::Abort);
-                    break;
-                }
-                other => other?,
-            }
-            self.extend_prompt_cache(chunk);
-            pos += chunk.len();
-        }
         for &t in &prompt_ids {
             sampler.accept(t);
         }
         Ok(CompletionRun {
             prompt,
-            n_prompt_evaluated: prompt_ids.len() - cached,
+            n_prompt_evaluated: 0,
             prompt_ids,
             cached,
-            prompt_ms: t0.elapsed_ms(),
+            prompt_ms: 0.0,
             truncated,
             sampler,
             limit: usize::try_from(params.n_predict).unwrap_or(usize::MAX),
             n_probs: params.n_probs,
             n_keep: params.n_keep,
             context_shift: params.context_shift,
-            pos,
+            pos: cached,
             pending: None,
             generated: Vec::new(),
             probs_out: Vec::new(),
             stream: TextStream::new(),
             stops: StopMatcher::new(&params.stop),
-            reason,
+            reason: None,
             stopping_word: String::new(),
             n_generated_evaluated: 0,
             predicted_ms: 0.0,
@@ -438,10 +426,50 @@ impl CompletionRun {
         self.reason.is_some()
     }
 
+    /// Evaluates the next micro-batch (`n_ubatch` tokens) of the prompt;
+    /// true while more of it remains. An abort request (checked first) ends
+    /// the run. `ctx` must be the context that started the run.
+    pub fn eval_prompt(&mut self, ctx: &mut Context) -> Result<bool> {
+        let done = self.cached + self.n_prompt_evaluated;
+        if self.reason.is_some() || done == self.prompt_ids.len() {
+            return Ok(false);
+        }
+        if ctx.abort_handle().is_aborted() {
+            self.reason = Some(StopReason::Abort);
+            return Ok(false);
+        }
+        let t = Stopwatch::start();
+        let n = ctx
+            .params()
+            .n_ubatch
+            .max(1)
+            .min(self.prompt_ids.len() - done);
+        let chunk = &self.prompt_ids[done..done + n];
+        let decoded = Batch::for_sequence(chunk, self.pos as i32, 0).and_then(|b| ctx.decode(&b));
+        self.prompt_ms += t.elapsed_ms();
+        match decoded {
+            Err(Error::Cancelled(_)) => {
+                self.reason = Some(StopReason::Abort);
+                return Ok(false);
+            }
+            Err(e) => {
+                self.reason = Some(StopReason::Abort);
+                return Err(e);
+            }
+            Ok(()) => {}
+        }
+        ctx.extend_prompt_cache(chunk);
+        self.pos += n;
+        self.n_prompt_evaluated += n;
+        Ok(done + n < self.prompt_ids.len())
+    }
+
     /// The next generated token, or `None` once the run has ended (end of
     /// generation, a stop string, the limit, an abort, a full context without
-    /// shifting). `ctx` must be the context that started the run.
+    /// shifting). Evaluates what remains of the prompt first. `ctx` must be
+    /// the context that started the run.
     pub fn next_token(&mut self, ctx: &mut Context) -> Result<Option<GeneratedToken>> {
+        while self.eval_prompt(ctx)? {}
         if self.reason.is_some() {
             return Ok(None);
         }
@@ -532,7 +560,7 @@ impl CompletionRun {
         CompletionResult {
             text: self.stops.text().to_string(),
             tokens_predicted: self.generated.len(),
-            tokens_evaluated: self.n_prompt_evaluated + self.n_generated_evaluated,
+            tokens_evaluated: self.prompt_ids.len(),
             tokens_cached: self.cached,
             prompt_ids: self.prompt_ids,
             stopped_eos: reason == StopReason::Eos,

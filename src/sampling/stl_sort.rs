@@ -48,7 +48,7 @@ fn adjust_heap<T: Copy>(
         v[hole] = v[child];
         hole = child;
     }
-    if len >= 2 && len % 2 == 0 && child == (len - 2) / 2 {
+    if len >= 2 && len.is_multiple_of(2) && child == (len - 2) / 2 {
         child = 2 * (child + 1);
         v[hole] = v[child - 1];
         hole = child - 1;

@@ -38,6 +38,9 @@ struct LoadParams {
     cpu_variant: Option<String>,
     /// "none", "mean", "cls", "last", "rank", or llama.cpp's number for one.
     pooling_type: Option<serde_json::Value>,
+    /// Whether completions shift the context when it fills (llama.rn's
+    /// `ctx_shift`, default true); a completion's own `ctx_shift` wins.
+    ctx_shift: Option<bool>,
 }
 
 /// `pooling_type` as a name or as llama.cpp's number.
@@ -89,6 +92,12 @@ struct JsCompletionParams {
     stop: Vec<String>,
     ignore_eos: bool,
     n_probs: usize,
+    /// Prompt tokens kept when a prompt is cut or the context shifts
+    /// (-1: all of them).
+    n_keep: Option<i32>,
+    /// Whether a full context shifts (drops the oldest half after `n_keep`)
+    /// or ends the completion.
+    ctx_shift: Option<bool>,
     /// Pairs `[token or text, bias or false]`, or an object of them.
     logit_bias: serde_json::Value,
     cache_prompt: Option<bool>,
@@ -200,10 +209,16 @@ pub struct JsLlamaContext {
     /// The completion in progress, between `completionStart` and
     /// `completionFinish`.
     run: Option<CompletionRun>,
+    /// Completions' default for context shifting (`ctx_shift` at load).
+    ctx_shift: bool,
 }
 
 /// `CompletionParams` from llama.rn-style JSON (its defaults where absent).
-fn completion_params(params_json: &str, vocab: &Vocab) -> Result<CompletionParams, JsError> {
+fn completion_params(
+    params_json: &str,
+    vocab: &Vocab,
+    ctx_shift: bool,
+) -> Result<CompletionParams, JsError> {
     let mut p: JsCompletionParams = parse("completion parameters", params_json)?;
     let grammar = output_grammar(&mut p)?;
     let d = SamplingParams::default();
@@ -249,6 +264,8 @@ fn completion_params(params_json: &str, vocab: &Vocab) -> Result<CompletionParam
         stop: p.stop,
         ignore_eos: p.ignore_eos,
         n_probs: p.n_probs,
+        n_keep: p.n_keep.unwrap_or(0),
+        context_shift: p.ctx_shift.unwrap_or(ctx_shift),
         cache_prompt: p.cache_prompt.unwrap_or(true),
         ..CompletionParams::default()
     })
@@ -281,7 +298,11 @@ impl JsLlamaContext {
             pooling: pooling(&p.pooling_type)?,
         };
         let ctx = Context::new(Arc::new(model), params).map_err(js_error)?;
-        Ok(JsLlamaContext { ctx, run: None })
+        Ok(JsLlamaContext {
+            ctx,
+            run: None,
+            ctx_shift: p.ctx_shift.unwrap_or(true),
+        })
     }
 }
 
@@ -315,9 +336,21 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = completionStart)]
     pub fn completion_start(&mut self, params_json: &str) -> Result<(), JsError> {
         self.check_idle()?;
-        let params = completion_params(params_json, &self.ctx.model().vocab)?;
+        let params = completion_params(params_json, &self.ctx.model().vocab, self.ctx_shift)?;
         self.run = Some(self.ctx.start_completion(&params).map_err(js_error)?);
         Ok(())
+    }
+
+    /// Evaluates the next micro-batch of the running completion's prompt;
+    /// true while more remains. Called until false between JS turns, so a
+    /// stop request can end a long prompt between micro-batches.
+    #[wasm_bindgen(js_name = completionPrompt)]
+    pub fn completion_prompt(&mut self) -> Result<bool, JsError> {
+        let run = self
+            .run
+            .as_mut()
+            .ok_or_else(|| JsError::new("no completion is running (call completionStart)"))?;
+        run.eval_prompt(&mut self.ctx).map_err(js_error)
     }
 
     /// The next token as `{token, id, completion_probabilities}`, or
@@ -350,8 +383,19 @@ impl JsLlamaContext {
         // A stop request ends with its completion; it must not cancel the
         // next decode (a bench, say).
         self.ctx.abort_handle().reset();
-        let mut v = serde_json::to_value(run.finish()).map_err(|e| JsError::new(&e.to_string()))?;
+        let result = run.finish();
+        let mut v = serde_json::to_value(&result).map_err(|e| JsError::new(&e.to_string()))?;
         v["content"] = v["text"].clone();
+        // llama.rn's types: the stop word itself ("" when none), the limit as
+        // a number (1 when reached), `interrupted` for a stop request.
+        v["stopped_word"] = if result.stopped_word {
+            result.stopping_word.as_str()
+        } else {
+            ""
+        }
+        .into();
+        v["stopped_limit"] = u32::from(result.stopped_limit).into();
+        v["interrupted"] = result.stopped_aborted.into();
         v["cpu_variant"] = self.ctx.cpu_variant().into();
         json_to_js(&v)
     }
@@ -468,7 +512,12 @@ impl JsLlamaContext {
     /// `{ cpu_variant, n_threads, n_ctx }` of this context.
     #[wasm_bindgen(js_name = contextInfo)]
     pub fn context_info(&self) -> Result<JsValue, JsError> {
+        let model = self.ctx.model();
+        let tensors = model.file().tensors();
         json_to_js(&serde_json::json!({
+            "model_desc": crate::bench::model_type(model),
+            "model_size": tensors.iter().map(|t| t.n_bytes).sum::<u64>(),
+            "model_n_params": tensors.iter().map(|t| t.n_elements()).sum::<u64>(),
             "arch": self.ctx.model().arch_name(),
             "pooling": self.ctx.pooling().name(),
             "n_embd": self.ctx.model().n_embd(),

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import { loadModel } from 'lamina';
+import { initLlama, loadModel } from 'lamina';
 
 const repo = process.env.LAMINA_REPO;
 const smollm2 = `${repo}/models/SmolLM2-135M-Instruct.Q4_1.gguf`;
@@ -51,6 +51,7 @@ test('greedy completions follow llama.cpp', async () => {
     assert.equal(r.cpu_variant, 'simd128');
   }
   const info = {
+    model_desc: 'llama 30 layers, 576 embd, Q4_1', model_size: 96576768, model_n_params: 134515008,
     arch: 'llama', pooling: 'none', n_embd: 576,
     cpu_variant: 'simd128', n_threads: 1, n_ctx: 512, build: 'single-thread',
   };
@@ -130,8 +131,9 @@ test('errors are Errors with the engine message', async () => {
   await assert.rejects(ctx.completion({ prompt: 'hi', min_p: 2 }), /min_p must be between 0 and 1, got 2/);
   await assert.rejects(ctx.completion({ prompt: 'hi', penalty_repeat: 0 }), /penalty_repeat must be above 0/);
   // Counts are not wrapped: -1 is not 4294967295 repetitions.
-  await assert.rejects(ctx.bench(8, 0, -1), { name: 'RangeError', message: /bench: reps must be a whole number/ });
-  await assert.rejects(ctx.bench(8.5, 4, 1), /bench: pp must be a whole number/);
+  await assert.rejects(ctx.bench(8, 0, 1, -1), { name: 'RangeError', message: /bench: nr must be a whole number/ });
+  await assert.rejects(ctx.bench(8.5, 4, 1, 1), /bench: pp must be a whole number/);
+  await assert.rejects(ctx.bench(8, 4, 2, 1), { name: 'RangeError', message: /bench: pl \(parallel sequences\) must be 1/ });
   await assert.rejects(ctx.detokenize([1, -1]), { name: 'RangeError', message: /detokenize: id 1 must be a whole number/ });
   await assert.rejects(ctx.detokenize(7), { name: 'TypeError', message: 'detokenize: ids must be an array of token ids' });
   // Strings are checked too: the glue would read a number's length as a string's.
@@ -165,13 +167,72 @@ test('stopCompletion from a timer stops a running completion', async () => {
   assert.deepEqual(r.generated_ids, ids);
 });
 
-test('bench reports llama-bench rows', async () => {
+test('bench(pp, tg, pl, nr) reports as llama.rn, with llama-bench rows', async () => {
   const ctx = await context();
-  const rows = await ctx.bench(8, 4, 1);
+  const b = await ctx.bench(8, 4, 1, 1);
+  const { rows } = b;
   assert.equal(rows.length, 2);
   assert.equal(rows[0].n_prompt, 8);
   assert.equal(rows[1].n_gen, 4);
   assert.ok(rows[0].avg_ts > 0 && rows[1].avg_ts > 0);
+  assert.equal(b.ppAvg, rows[0].avg_ts);
+  assert.equal(b.tgStd, rows[1].stddev_ts);
+  assert.match(b.modelDesc, /^llama 30 layers, 576 embd, Q4_1/);
+  // SmolLM2-135M: 134.5 M parameters, about 85 MB as Q4_1.
+  assert.ok(b.modelNParams > 130e6 && b.modelNParams < 140e6, `${b.modelNParams}`);
+  assert.ok(b.modelSize > 70e6 && b.modelSize < 100e6, `${b.modelSize}`);
+});
+
+test('initLlama, result fields and n_keep/ctx_shift as llama.rn has them', async () => {
+  const bytes = new Uint8Array(await readFile(smollm2));
+  const percents = [];
+  const ctx = await initLlama({ model: bytes, n_ctx: 32, ctx_shift: false }, (p) => percents.push(p));
+  assert.equal(percents.at(-1), 100);
+  assert.ok(percents.every((p) => Number.isInteger(p) && p >= 0 && p <= 100), `${percents}`);
+  const prompt = 'The capital of France is';
+  const { tokens } = await ctx.tokenize(prompt);
+  // A stop word: stopped_word is the word, stopped_limit a number.
+  const word = await ctx.completion({ prompt, n_predict: 8, temperature: 0, stop: [' Paris'] });
+  assert.equal(word.stopped_word, ' Paris');
+  assert.equal(word.stopped_limit, 0);
+  assert.equal(word.interrupted, false);
+  assert.equal(word.tokens_evaluated, tokens.length);
+  const limit = await ctx.completion({ prompt, n_predict: 2, temperature: 0 });
+  assert.equal(limit.stopped_word, '');
+  assert.equal(limit.stopped_limit, 1);
+  // Cached prompt tokens still count, as llama.rn counts them.
+  assert.equal(limit.tokens_evaluated, tokens.length);
+  // ctx_shift false (from initLlama): a full context ends the completion.
+  const full = await ctx.completion({ prompt, n_predict: 100, temperature: 0, ignore_eos: true });
+  assert.equal(full.stopped_limit, 1);
+  // Every position filled, plus the token sampled from the last one.
+  assert.equal(full.tokens_predicted, 32 - tokens.length + 1);
+  // A completion's own ctx_shift wins: the context slides, keeping n_keep.
+  const shifted = await ctx.completion({
+    prompt, n_predict: 40, temperature: 0, ignore_eos: true, ctx_shift: true, n_keep: 2,
+  });
+  assert.equal(shifted.tokens_predicted, 40);
+  assert.equal(shifted.truncated, true);
+  await ctx.release();
+  await assert.rejects(initLlama({ n_ctx: 64 }), { name: 'TypeError', message: /params.model .* is required/ });
+});
+
+test('stopCompletion during a long prompt stops between micro-batches', async () => {
+  const bytes = new Uint8Array(await readFile(smollm2));
+  const ctx = await loadModel(bytes, { n_ctx: 512, n_batch: 64, n_ubatch: 8 });
+  const prompt = 'one two three four five six seven eight nine ten '.repeat(8);
+  const running = ctx.completion({ prompt, n_predict: 4, temperature: 0 });
+  ctx.stopCompletion();
+  const r = await running;
+  assert.equal(r.interrupted, true);
+  assert.equal(r.tokens_predicted, 0);
+  assert.ok(r.timings.prompt_n < r.tokens_evaluated, `${r.timings.prompt_n} of ${r.tokens_evaluated}`);
+  assert.equal(r.timings.prompt_n % 8, 0, 'whole micro-batches');
+  // The context goes on: the next completion reuses what was evaluated.
+  const again = await ctx.completion({ prompt, n_predict: 2, temperature: 0 });
+  assert.equal(again.tokens_cached, r.timings.prompt_n);
+  assert.equal(again.tokens_predicted, 2);
+  await ctx.release();
 });
 
 test('grammar-constrained completions follow llama.cpp; grammar errors are Errors', async () => {
