@@ -38,10 +38,17 @@ impl DryBreakers {
     /// breaker breaks when the rest of it (tokenized) follows.
     pub fn from_strings(vocab: &Vocab, breakers: &[String]) -> DryBreakers {
         let mut b = DryBreakers::default();
-        for breaker in breakers.iter().filter(|s| !s.is_empty()) {
+        let breakers: Vec<&String> = breakers.iter().filter(|s| !s.is_empty()).collect();
+        if breakers.is_empty() {
+            return b;
+        }
+        let words: Vec<Vec<u8>> = (0..vocab.len() as u32)
+            .map(|id| vocab.detokenize(&[id], true))
+            .collect();
+        for breaker in breakers {
             let s = &breaker.as_bytes()[..breaker.len().min(MAX_BREAKER_BYTES)];
-            for id in 0..vocab.len() as u32 {
-                let word = vocab.detokenize(&[id], true);
+            for (id, word) in words.iter().enumerate() {
+                let id = id as u32;
                 if word.windows(s.len()).any(|w| w == s) {
                     b.tails.entry(id).or_default().push(Vec::new());
                     continue;
