@@ -338,6 +338,33 @@ fn run_with_a_json_schema() {
     );
 }
 
+/// `--chat-template` and `--chat-template-file` in place of the model's.
+#[test]
+fn run_chat_with_another_template() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let file =
+        std::env::temp_dir().join(format!("lamina-cli-template-{}.jinja", std::process::id()));
+    std::fs::write(
+        &file,
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>",
+    )
+    .unwrap();
+    let base = [
+        "run", "-m", &model, "-p", "Hi", "-n", "1", "--temp", "0", "--json", "--chat",
+    ];
+    let prompt = |extra: &[&str]| {
+        let v: serde_json::Value =
+            serde_json::from_str(&stdout(&lamina(&[&base[..], extra].concat()))).unwrap();
+        v["prompt"].as_str().unwrap().to_string()
+    };
+    assert!(prompt(&["--chat-template", "llama2"]).contains("[INST]"));
+    assert_eq!(
+        prompt(&["--chat-template-file", file.to_str().unwrap()]),
+        "<user>Hi<assistant>"
+    );
+    std::fs::remove_file(&file).unwrap();
+}
+
 #[test]
 fn run_with_a_grammar() {
     let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");

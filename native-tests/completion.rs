@@ -333,6 +333,51 @@ fn seeded_sampling_is_reproducible() {
     assert_eq!(a.text, b.text);
 }
 
+/// A template in place of the model's (Jinja text or a built-in name, as
+/// llama.cpp's `--chat-template`), and `jinja` rendering the model's own
+/// Jinja where a built-in format matches (the same prompt for SmolLM2); a
+/// template that does not parse is an error.
+#[test]
+fn chat_template_overrides_and_jinja() {
+    use lamina::chat::ChatMessage;
+    let mut ctx = context(256);
+    let messages = vec![
+        ChatMessage::new("system", "Be brief."),
+        ChatMessage::new("user", "Hi"),
+    ];
+    let chat = |template: Option<&str>, jinja: bool| CompletionParams {
+        messages: Some(messages.clone()),
+        chat_template: template.map(String::from),
+        jinja,
+        ..greedy("", 1)
+    };
+    let (own, _) = run(&mut ctx, &chat(None, false));
+    assert!(
+        own.prompt
+            .starts_with("<|im_start|>system\nBe brief.<|im_end|>"),
+        "{:?}",
+        own.prompt
+    );
+    let (jinja, _) = run(&mut ctx, &chat(None, true));
+    assert_eq!(jinja.prompt, own.prompt);
+    let (llama2, _) = run(&mut ctx, &chat(Some("llama2"), false));
+    assert!(
+        llama2.prompt.contains("[INST]") && llama2.prompt.contains("Be brief."),
+        "{:?}",
+        llama2.prompt
+    );
+    let custom = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}\
+                  {% if add_generation_prompt %}<assistant>{% endif %}";
+    let (custom, _) = run(&mut ctx, &chat(Some(custom), false));
+    assert_eq!(custom.prompt, "<system>Be brief.<user>Hi<assistant>");
+    let e = ctx
+        .completion(&chat(Some("{% for %}"), false), |_| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("does not parse"), "{e}");
+}
+
 /// Messages rendered with SmolLM2's chat template give llama.cpp's chat
 /// prompts token for token.
 #[test]

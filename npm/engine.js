@@ -321,6 +321,17 @@ export class LlamaContext {
     if (this.#running) this.#abort?.abort();
   }
 
+  /**
+   * llama.rn's `getFormattedChat(messages, template, { jinja })`: the prompt
+   * the messages make with the model's chat template or `template` (Jinja
+   * text or a built-in name), as `{ type: 'jinja' | 'llama-chat', prompt }`.
+   */
+  async getFormattedChat(messages, template, { jinja = false } = {}) {
+    const json = paramsJson('getFormattedChat: messages', messages);
+    if (template !== undefined && template !== null) string('getFormattedChat: template', template);
+    return guard(() => this.#ctx().getFormattedChat(json, template ?? undefined, Boolean(jinja)));
+  }
+
   /** `{ tokens }` for `text` (`addSpecial`, `parseSpecial` default true). */
   async tokenize(text, { addSpecial = true, parseSpecial = true } = {}) {
     string('tokenize: text', text);

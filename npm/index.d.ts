@@ -152,6 +152,10 @@ export interface CompletionParams {
   /** [token id or text, bias or false (banned)] pairs, or an object keyed by id or text; a text biases each of its tokens. */
   logit_bias?: [number | string, number | false][] | Record<string, number | false>;
   cache_prompt?: boolean;
+  /** A chat template for `messages` (Jinja text or a built-in name) in place of the model's. */
+  chat_template?: string;
+  /** Render `messages` with the template's Jinja even where a built-in format matches. */
+  jinja?: boolean;
   /** Prompt tokens kept when a prompt is cut or the context shifts (-1: all). */
   n_keep?: number;
   /** This completion's context shifting (default: the load's `ctx_shift`). */
@@ -272,6 +276,12 @@ export declare class LlamaContext {
   rerank(query: string, documents: string[], params?: RerankParams): Promise<RerankResult[]>;
   /** llama.rn's bench: tokens/s over `nr` runs; `pl` (parallel sequences) must be 1. */
   bench(pp?: number, tg?: number, pl?: number, nr?: number): Promise<BenchResult>;
+  /** The prompt `messages` make with the model's template or `template` (Jinja text or a built-in name). */
+  getFormattedChat(
+    messages: ChatMessage[],
+    template?: string | null,
+    options?: { jinja?: boolean },
+  ): Promise<{ type: 'jinja' | 'llama-chat'; prompt: string }>;
   /** Frees the model: ends its worker. */
   release(): Promise<void>;
   /** Test-only: makes this model's engine panic. */

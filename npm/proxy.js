@@ -228,6 +228,10 @@ export class LlamaContext {
     return this.#connection.call('tokenize', { text, options });
   }
 
+  getFormattedChat(messages, template, options = {}) {
+    return this.#connection.call('getFormattedChat', { messages, template, options });
+  }
+
   detokenize(ids, options = {}) {
     // Checked by the engine in the worker (arrays and typed arrays clone as they are).
     return this.#connection.call('detokenize', { ids, options });

@@ -54,6 +54,7 @@ const ops = {
   completion: ({ params }, reply) => loaded().completion(params, (token) => reply({ token })),
   stop: () => loaded().stopCompletion(),
   tokenize: ({ text, options }) => loaded().tokenize(text, options),
+  getFormattedChat: ({ messages, template, options }) => loaded().getFormattedChat(messages, template, options),
   detokenize: ({ ids, options }) => loaded().detokenize(ids, options),
   modelInfo: () => loaded().modelInfo(),
   contextInfo: () => loaded().contextInfo(),

@@ -67,16 +67,33 @@ impl ChatTemplate {
     /// The model's chat template (ChatML when it has none, as llama.cpp),
     /// with its BOS and EOS token texts.
     pub fn of_model(model: &crate::model::Model) -> Result<ChatTemplate> {
+        ChatTemplate::for_model(model, None)
+    }
+
+    /// `template` (Jinja text or a family name) in place of the model's
+    /// when given (llama.cpp's `--chat-template`), with the model's BOS and
+    /// EOS token texts.
+    pub fn for_model(model: &crate::model::Model, template: Option<&str>) -> Result<ChatTemplate> {
         let text = |id: Option<u32>| {
             id.and_then(|t| model.vocab.token_text(t))
                 .unwrap_or("")
                 .to_string()
         };
-        ChatTemplate::from_metadata(
-            model.file().metadata(),
-            &text(model.vocab.bos),
-            &text(model.vocab.eos),
-        )
+        let (bos, eos) = (text(model.vocab.bos), text(model.vocab.eos));
+        match template {
+            Some(t) => ChatTemplate::new(t, &bos, &eos),
+            None => ChatTemplate::from_metadata(model.file().metadata(), &bos, &eos),
+        }
+    }
+
+    /// The prompt for `messages` with the assistant's turn opened: rendered
+    /// as Jinja when `jinja` (llama.cpp's `--jinja`), else by `apply`.
+    pub fn format(&self, messages: &[ChatMessage], jinja: bool) -> Result<String> {
+        if jinja {
+            self.apply_jinja(messages, true)
+        } else {
+            self.apply(messages, true)
+        }
     }
 
     /// A template from its Jinja text or a family name, with the model's BOS

@@ -28,6 +28,12 @@ pub struct CompletionParams {
     /// A conversation, rendered with the model's chat template (and an
     /// assistant turn opened) to make the prompt.
     pub messages: Option<Vec<ChatMessage>>,
+    /// A chat template (Jinja text or a family name) for `messages` in place
+    /// of the model's.
+    pub chat_template: Option<String>,
+    /// Render `messages` with the template's Jinja even where a built-in
+    /// family matches (llama.cpp's `--jinja`).
+    pub jinja: bool,
     /// Tokens to generate; negative: until something else stops it.
     pub n_predict: i32,
     pub sampling: SamplingParams,
@@ -54,6 +60,8 @@ impl Default for CompletionParams {
         CompletionParams {
             prompt: String::new(),
             messages: None,
+            chat_template: None,
+            jinja: false,
             n_predict: -1,
             sampling: SamplingParams::default(),
             stop: Vec::new(),
@@ -321,7 +329,10 @@ impl Context {
         }
         let n_vocab = model.n_vocab();
         let prompt = match &params.messages {
-            Some(messages) => crate::chat::ChatTemplate::of_model(&model)?.apply(messages, true)?,
+            Some(messages) => {
+                crate::chat::ChatTemplate::for_model(&model, params.chat_template.as_deref())?
+                    .format(messages, params.jinja)?
+            }
             None => params.prompt.clone(),
         };
         let mut prompt_ids = vocab.tokenize(&prompt, params.add_special, params.parse_special)?;

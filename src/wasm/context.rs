@@ -67,6 +67,10 @@ fn pooling(v: &Option<serde_json::Value>) -> Result<Option<Pooling>, JsError> {
 struct JsCompletionParams {
     prompt: Option<String>,
     messages: Option<Vec<ChatMessage>>,
+    /// A chat template (Jinja text or a built-in name) in place of the model's.
+    chat_template: Option<String>,
+    /// Render with the template's Jinja even where a built-in format matches.
+    jinja: bool,
     n_predict: Option<i32>,
     temperature: Option<f32>,
     top_k: Option<i32>,
@@ -230,6 +234,8 @@ fn completion_params(
     Ok(CompletionParams {
         prompt: p.prompt.unwrap_or_default(),
         messages: p.messages,
+        chat_template: p.chat_template,
+        jinja: p.jinja,
         n_predict: p.n_predict.unwrap_or(-1),
         sampling: SamplingParams {
             temperature: p.temperature.unwrap_or(d.temperature),
@@ -405,6 +411,29 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = abortHandle)]
     pub fn abort_handle(&self) -> JsAbortHandle {
         JsAbortHandle(self.ctx.abort_handle())
+    }
+
+    /// llama.rn's `getFormattedChat`: the prompt `messages` (JSON) make
+    /// with the model's chat template, or `template` (Jinja text or a
+    /// built-in name), the assistant's turn opened: `{ type, prompt }`,
+    /// `type` "jinja" when rendered as Jinja, else "llama-chat".
+    #[wasm_bindgen(js_name = getFormattedChat)]
+    pub fn get_formatted_chat(
+        &self,
+        messages_json: &str,
+        template: Option<String>,
+        jinja: bool,
+    ) -> Result<JsValue, JsError> {
+        let messages: Vec<ChatMessage> = parse("messages", messages_json)?;
+        let t = crate::chat::ChatTemplate::for_model(self.ctx.model(), template.as_deref())
+            .map_err(js_error)?;
+        let prompt = t.format(&messages, jinja).map_err(js_error)?;
+        let kind = if jinja || t.family().is_none() {
+            "jinja"
+        } else {
+            "llama-chat"
+        };
+        json_to_js(&serde_json::json!({ "type": kind, "prompt": prompt }))
     }
 
     /// Token ids of `text` (`addSpecial`, `parseSpecial` default true).

@@ -74,6 +74,23 @@ test('tokenize equals the golden ids; detokenize inverts it', async () => {
   assert.equal(await ctx.detokenize(tokens), 'Hello world');
 });
 
+test('getFormattedChat and chat_template as llama.rn', async () => {
+  const ctx = await context();
+  const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi' }];
+  const own = await ctx.getFormattedChat(messages);
+  assert.equal(own.type, 'llama-chat');
+  const r = await ctx.completion({ messages, n_predict: 1, temperature: 0 });
+  assert.equal(r.prompt, own.prompt);
+  // SmolLM2's own Jinja renders the same prompt as the built-in format.
+  assert.deepEqual(await ctx.getFormattedChat(messages, null, { jinja: true }), { type: 'jinja', prompt: own.prompt });
+  assert.match((await ctx.getFormattedChat(messages, 'llama2')).prompt, /\[INST\]/);
+  const custom = '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>';
+  assert.equal((await ctx.getFormattedChat(messages, custom)).prompt, '<system>Be brief.<user>Hi<assistant>');
+  const viaCompletion = await ctx.completion({ messages, chat_template: custom, n_predict: 1, temperature: 0 });
+  assert.equal(viaCompletion.prompt, '<system>Be brief.<user>Hi<assistant>');
+  await assert.rejects(ctx.getFormattedChat(messages, '{% for %}'), (e) => e instanceof Error && /does not parse/.test(e.message));
+});
+
 test('chat messages use the model template', async () => {
   const ctx = await context();
   const g = await golden('smollm2/generate/q4_1_chat.json');

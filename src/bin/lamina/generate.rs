@@ -175,6 +175,15 @@ pub struct RunArgs {
     /// A system message for --chat.
     #[arg(long, requires = "chat")]
     pub system: Option<String>,
+    /// A chat template for --chat in place of the model's: Jinja text or a built-in name (chatml, llama3, ...).
+    #[arg(long, requires = "chat", conflicts_with = "chat_template_file")]
+    pub chat_template: Option<String>,
+    /// The same, read from a file.
+    #[arg(long, requires = "chat")]
+    pub chat_template_file: Option<PathBuf>,
+    /// Render --chat with the template's Jinja even where a built-in format matches (llama.cpp's --jinja).
+    #[arg(long, requires = "chat")]
+    pub jinja: bool,
     /// Print one JSON object at the end instead of streaming.
     #[arg(long)]
     pub json: bool,
@@ -287,9 +296,15 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         m.push(ChatMessage::new("user", a.prompt.as_str()));
         m
     });
+    let chat_template = match &a.chat_template_file {
+        Some(path) => Some(read_arg_file("chat template", path)?),
+        None => a.chat_template.clone(),
+    };
     let params = CompletionParams {
         prompt: a.prompt.clone(),
         messages,
+        chat_template,
+        jinja: a.jinja,
         n_predict: a.n_predict,
         sampling,
         stop: a.stop.clone(),
