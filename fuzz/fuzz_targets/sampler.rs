@@ -1,10 +1,11 @@
 //! Fuzzes the sampler chain: every parameter and every logit from the input
 //! (any f32 bit pattern: NaN, infinities, subnormals). A parameter set is
 //! either refused by `Sampler::new` with an error, or every draw gives a
-//! token of the vocabulary.
+//! token of the vocabulary. DRY runs over a repetitive history with token
+//! breakers.
 #![no_main]
 
-use lamina::sampling::{Sampler, SamplingParams};
+use lamina::sampling::{DryBreakers, Sampler, SamplingParams};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -34,6 +35,11 @@ fuzz_target!(|data: &[u8]| {
         xtc_probability: float(15),
         xtc_threshold: float(2),
         top_n_sigma: float(3),
+        // DRY reuses mirostat's and the penalties' words.
+        dry_multiplier: float(11).abs(),
+        dry_base: float(10),
+        dry_allowed_length: (word(13) % 5) as i32,
+        dry_penalty_last_n: (word(5) % 128) as i32,
         ..SamplingParams::default()
     };
     let logits: Vec<f32> = data
@@ -47,6 +53,15 @@ fuzz_target!(|data: &[u8]| {
     let Ok(mut sampler) = Sampler::new(p, logits.len()) else {
         return;
     };
+    let n = logits.len() as u32;
+    sampler.set_dry_breakers(DryBreakers::from_token_sequences(&[
+        vec![word(14) % n],
+        vec![word(15) % n, word(12) % n],
+    ]));
+    // A repetitive history, so DRY finds repeats.
+    for i in 0..16 {
+        sampler.accept([word(12), word(13), word(14)][i % 3] % n);
+    }
     for _ in 0..3 {
         let id = sampler
             .sample(&logits)
