@@ -293,7 +293,7 @@ fn long_prompts_are_cut_and_full_contexts_shift() {
     // Without the shift, generation stops at the end of the context.
     p.context_shift = false;
     let (r, _) = run(&mut ctx, &p);
-    assert!(r.stopped_limit && !r.truncated);
+    assert!(r.stopped_limit && r.context_full && !r.truncated);
     assert!(r.tokens_predicted < 32);
 }
 

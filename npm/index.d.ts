@@ -222,6 +222,8 @@ export interface CompletionResult {
   stopped_limit: number;
   /** Whether `stopCompletion()` ended it (llama.rn's name for stopped_aborted). */
   interrupted: boolean;
+  /** Whether the context filled without `ctx_shift` (stopped_limit is 1 too). */
+  context_full: boolean;
   stopped_aborted: boolean;
   stopping_word: string;
   stop_reason: 'eos' | 'word' | 'limit' | 'abort';

@@ -182,6 +182,9 @@ pub struct CompletionResult {
     pub stopped_word: bool,
     pub stopped_limit: bool,
     pub stopped_aborted: bool,
+    /// The context filled and could not shift (llama.rn's `context_full`;
+    /// `stopped_limit` is set too).
+    pub context_full: bool,
     pub stopping_word: String,
     /// Why generation stopped (serialized as "eos", "word", "limit", "abort").
     pub stop_reason: StopReason,
@@ -282,6 +285,8 @@ pub struct CompletionRun {
     stops: StopMatcher,
     /// Why the run ended, once it has.
     reason: Option<StopReason>,
+    /// Whether it ended because the context was full.
+    context_full: bool,
     stopping_word: String,
     n_generated_evaluated: usize,
     predicted_ms: f64,
@@ -424,6 +429,7 @@ impl Context {
             stream: TextStream::new(),
             stops: StopMatcher::new(&params.stop),
             reason: None,
+            context_full: false,
             stopping_word: String::new(),
             n_generated_evaluated: 0,
             predicted_ms: 0.0,
@@ -503,6 +509,7 @@ impl CompletionRun {
         if let Some(token) = self.pending.take() {
             if self.pos >= ctx.n_ctx() {
                 if !self.context_shift {
+                    self.context_full = true;
                     return Ok(self.end(StopReason::Limit));
                 }
                 shift_context(ctx, self.n_keep, &mut self.pos)?;
@@ -578,6 +585,7 @@ impl CompletionRun {
             stopped_word: reason == StopReason::Word,
             stopped_limit: reason == StopReason::Limit,
             stopped_aborted: reason == StopReason::Abort,
+            context_full: self.context_full,
             stopping_word: self.stopping_word,
             stop_reason: reason,
             truncated: self.truncated,

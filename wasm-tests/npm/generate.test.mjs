@@ -222,6 +222,8 @@ test('initLlama, result fields and n_keep/ctx_shift as llama.rn has them', async
   // ctx_shift false (from initLlama): a full context ends the completion.
   const full = await ctx.completion({ prompt, n_predict: 100, temperature: 0, ignore_eos: true });
   assert.equal(full.stopped_limit, 1);
+  assert.equal(full.context_full, true);
+  assert.equal(limit.context_full, false);
   // Every position filled, plus the token sampled from the last one.
   assert.equal(full.tokens_predicted, 32 - tokens.length + 1);
   // A completion's own ctx_shift wins: the context slides, keeping n_keep.
