@@ -769,3 +769,64 @@ fn rerank_json() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("classifier head"));
 }
+
+/// `--prompt-cache FILE` as llama-cli's: the first run writes the prompt's
+/// tokens, the second loads them and evaluates one prompt token, with the
+/// same output; `--prompt-cache-ro` leaves the file alone, `-all` adds the
+/// generated tokens; a file that is not a session, or the model itself, is
+/// an error and the model file is untouched.
+#[test]
+fn run_with_a_prompt_cache() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let dir = std::env::temp_dir().join(format!("lamina-cli-session-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let session = dir.join("prompt.session");
+    let session_arg = session.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-m",
+            &model,
+            "-p",
+            "The capital of France is Paris. The capital of Italy is",
+            "-n",
+            "5",
+            "--temp",
+            "0",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = stdout(&lamina(&args));
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()
+    };
+    let first = run(&["--prompt-cache", session_arg]);
+    let n_prompt = first["prompt_ids"].as_array().unwrap().len();
+    assert_eq!(first["tokens_cached"], 0);
+    let written = std::fs::read(&session).unwrap();
+    let second = run(&["--prompt-cache", session_arg, "--prompt-cache-ro"]);
+    assert_eq!(second["tokens_cached"], n_prompt - 1);
+    assert_eq!(second["timings"]["prompt_n"], 1);
+    assert_eq!(second["generated_ids"], first["generated_ids"]);
+    assert_eq!(std::fs::read(&session).unwrap(), written, "read-only");
+    run(&["--prompt-cache", session_arg, "--prompt-cache-all"]);
+    assert!(std::fs::read(&session).unwrap().len() > written.len());
+
+    std::fs::write(&session, b"not a session").unwrap();
+    let out = lamina(&[
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "Hi",
+        "--prompt-cache",
+        session_arg,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a lamina session"));
+    let before = std::fs::metadata(&model).unwrap().len();
+    let out = lamina(&["run", "-m", &model, "-p", "Hi", "--prompt-cache", &model]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a lamina session"));
+    assert_eq!(std::fs::metadata(&model).unwrap().len(), before);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

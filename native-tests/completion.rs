@@ -406,3 +406,165 @@ fn chat_messages_use_the_model_template() {
         assert_eq!(r.prompt_ids, json_ids(&g["prompt_ids"]), "{name}");
     }
 }
+
+/// Ids of a parallel stream equal the same request run alone, up to the
+/// first step where the lone run's two best tokens are within 0.05 in
+/// probability (a batch of several rows may round differently; the
+/// golden README's rule, in probabilities).
+fn assert_follows(what: &str, parallel: &[u32], alone: &CompletionResult) {
+    for (step, (&p, &a)) in parallel.iter().zip(&alone.generated_ids).enumerate() {
+        if p != a {
+            let probs = &alone.completion_probabilities[step];
+            let gap = probs[0].prob - probs[1].prob;
+            assert!(
+                gap < 0.05,
+                "{what}: step {step} differs ({p} vs {a}) with a gap of {gap}"
+            );
+            return;
+        }
+    }
+    assert_eq!(parallel.len(), alone.generated_ids.len(), "{what}");
+}
+
+const PARALLEL_PROMPTS: [&str; 4] = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The three primary colors are",
+];
+
+/// Four requests at once (and four through two slots, two waiting in the
+/// queue): each stream's ids are the request's own, its streamed text is
+/// its text, and the plain completion works afterwards.
+#[test]
+fn parallel_streams_equal_their_solo_runs() {
+    let mut ctx = context(512);
+    let requests: Vec<CompletionParams> = PARALLEL_PROMPTS
+        .iter()
+        .map(|p| CompletionParams {
+            n_probs: 2,
+            cache_prompt: false,
+            ..greedy(p, 16)
+        })
+        .collect();
+    let alone: Vec<CompletionResult> = requests.iter().map(|p| run(&mut ctx, p).0).collect();
+    for n_parallel in [4, 2] {
+        let mut streamed = vec![String::new(); requests.len()];
+        let results = ctx
+            .completions(&requests, n_parallel, |i, ev| streamed[i].push_str(ev.text))
+            .unwrap();
+        for (i, r) in results.iter().enumerate() {
+            let what = format!("{n_parallel} slots, {}", PARALLEL_PROMPTS[i]);
+            assert_eq!(r.prompt_ids, alone[i].prompt_ids, "{what}");
+            assert_follows(&what, &r.generated_ids, &alone[i]);
+            assert_eq!(streamed[i], r.text, "{what}");
+            assert_eq!(r.tokens_predicted, 16);
+            assert_eq!(r.timings.prompt_n, r.prompt_ids.len(), "{what}");
+            assert!(r.timings.predicted_per_second > 0.0);
+        }
+    }
+    let (after, _) = run(&mut ctx, &greedy(PARALLEL_PROMPTS[0], 16));
+    assert_eq!(after.generated_ids, alone[0].generated_ids);
+}
+
+/// Each request keeps its own limit, stop strings and seeded sampler; a
+/// slot that fills shifts (or, without context_shift, reports
+/// context_full) without touching the other slot.
+#[test]
+fn parallel_requests_keep_their_own_state() {
+    let mut ctx = context(128);
+    let seeded = CompletionParams {
+        prompt: "Once upon a time".into(),
+        n_predict: 12,
+        sampling: SamplingParams {
+            seed: Some(42),
+            ..SamplingParams::default()
+        },
+        ..CompletionParams::default()
+    };
+    let stop_at = CompletionParams {
+        stop: vec![".".into()],
+        ..greedy("The capital of France is", 20)
+    };
+    let short = greedy("def fibonacci(n):", 3);
+    let results = ctx
+        .completions(&[seeded.clone(), stop_at, short, seeded], 4, |_, _| {})
+        .unwrap();
+    assert_eq!(
+        results[0].generated_ids, results[3].generated_ids,
+        "same seed, same draws"
+    );
+    assert!(results[1].stopped_word && results[1].stopping_word == ".");
+    assert!(!results[1].text.contains('.'));
+    assert!(results[2].stopped_limit && results[2].tokens_predicted == 3);
+
+    // Two slots of 64 positions: 70 tokens after a 5-token prompt shift.
+    let long = CompletionParams {
+        ignore_eos: true,
+        ..greedy("The capital of France is", 70)
+    };
+    let full = CompletionParams {
+        context_shift: false,
+        ..long.clone()
+    };
+    let results = ctx.completions(&[long, full], 2, |_, _| {}).unwrap();
+    assert!(results[0].truncated && results[0].tokens_predicted == 70);
+    assert!(results[1].context_full && results[1].stopped_limit);
+    assert!(results[1].tokens_predicted < 70);
+}
+
+/// Cancelling a queued request reports it cancelled; cancelling a running
+/// one ends it as interrupted with its tokens so far; bad requests and bad
+/// slot counts are errors naming why.
+#[test]
+fn parallel_cancel_and_errors() {
+    use lamina::completion::parallel::{Parallel, ParallelEvent};
+    let mut ctx = context(256);
+    let mut parallel = Parallel::new(&mut ctx, 1).unwrap();
+    let first = parallel.submit(greedy("The capital of France is", 30));
+    let second = parallel.submit(greedy("Once upon a time", 30));
+    assert_eq!(parallel.status().queued_requests, 2);
+    let mut events = Vec::new();
+    parallel.step(&mut ctx, &mut events).unwrap();
+    assert!(parallel.cancel(second));
+    let status = parallel.status();
+    assert_eq!(
+        (status.active_slots, status.requests[0].request_id),
+        (1, first)
+    );
+    for _ in 0..3 {
+        parallel.step(&mut ctx, &mut events).unwrap();
+    }
+    assert!(parallel.cancel(first));
+    assert!(!parallel.cancel(999));
+    while !parallel.is_idle() {
+        parallel.step(&mut ctx, &mut events).unwrap();
+    }
+    let mut ended = 0;
+    for e in &events {
+        if let ParallelEvent::Done { request, result } = e {
+            ended += 1;
+            if *request == first {
+                let r = result.as_ref().unwrap();
+                assert!(r.stopped_aborted && r.tokens_predicted >= 3 && r.tokens_predicted < 30);
+            } else {
+                let e = result.as_ref().unwrap_err();
+                assert!(e.to_string().contains("cancelled"), "{e}");
+            }
+        }
+    }
+    assert_eq!(ended, 2);
+
+    let e = ctx
+        .completions(&[greedy("Hello", 2), greedy("", 2)], 2, |_, _| {})
+        .unwrap_err();
+    assert!(e.to_string().contains("the prompt is empty"), "{e}");
+    let e = Parallel::new(&mut ctx, 0).err().unwrap();
+    assert!(
+        e.to_string()
+            .contains("n_parallel must be between 1 and 63"),
+        "{e}"
+    );
+    let e = Parallel::new(&mut ctx, 40).err().unwrap();
+    assert!(e.to_string().contains("only 6 positions each"), "{e}");
+}

@@ -33,6 +33,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("embedding", 8),
     ("perplexity", 8),
     ("bench", 8),
+    ("session", 8),
     ("requantize", 8),
     ("kernel_bench", 8),
     ("wasm", 9),

@@ -8,6 +8,7 @@
 // where no kind of worker exists.
 
 import { pickSimd } from './simd.js';
+import { readSessionFile, writeSessionFile } from './session-files.js';
 
 /** Each build's directory, by threading and instruction set. */
 const BUILDS = {
@@ -228,6 +229,14 @@ function tokenIds(call, ids) {
   return Uint32Array.from(ids, (id, i) => count(`${call}: id ${i}`, id));
 }
 
+/** A session's token count for the engine: as llama.rn, 0 or less means all (-1). */
+function sessionSize(call, tokenSize) {
+  if (!Number.isInteger(tokenSize)) {
+    throw new RangeError(`${call}: tokenSize must be a whole number (-1: all), got ${tokenSize}`);
+  }
+  return tokenSize > 0 ? Math.min(tokenSize, 2 ** 31 - 1) : -1;
+}
+
 /** A whole number from 0 to 2^32 - 1 (what the engine takes as a count). */
 function count(what, value) {
   if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
@@ -271,6 +280,71 @@ export class LlamaContext {
 
   /** `{ build, reason, simd, cpu_variant, n_threads, n_ctx }`, set at load. */
   build = null;
+
+  /** Parallel requests waiting for their results: id → { resolve, reject, onToken }. */
+  #requests = new Map();
+  /** Whether the step loop runs. */
+  #pumping = false;
+
+  /**
+   * llama.rn's parallel mode: `enable({ n_parallel })` (the cache is
+   * cleared; `n_batch` is the context's), `completion(params, onToken)` →
+   * `{ requestId, promise, stop }` with `onToken(requestId, data)`,
+   * `getStatus()`, `disable()`. Every step decodes one token of each
+   * running request in a single batch.
+   */
+  parallel = {
+    enable: async ({ n_parallel = 2 } = {}) => {
+      count('parallel.enable: n_parallel', n_parallel);
+      guard(() => this.#ctx().parallelEnable(n_parallel));
+      return true;
+    },
+    configure: (config) => this.parallel.enable(config),
+    disable: async () => {
+      guard(() => this.#ctx().parallelDisable());
+      const stopped = new Error('parallel mode was disabled');
+      for (const request of this.#requests.values()) request.reject(stopped);
+      this.#requests.clear();
+      return true;
+    },
+    completion: async (params, onToken) => {
+      const ctx = this.#ctx();
+      const json = paramsJson('completion parameters', params);
+      const requestId = guard(() => ctx.parallelQueue(json));
+      const promise = new Promise((resolve, reject) => this.#requests.set(requestId, { resolve, reject, onToken }));
+      this.#pump();
+      return { requestId, promise, stop: async () => guard(() => ctx.parallelCancel(requestId)) };
+    },
+    getStatus: async () => guard(() => this.#ctx().parallelStatus()),
+  };
+
+  /** Runs parallel steps, a turn of the event loop between each, while requests remain. */
+  async #pump() {
+    if (this.#pumping) return;
+    this.#pumping = true;
+    try {
+      while (this.#inner && guard(() => this.#inner.parallelBusy())) {
+        await nextTurn();
+        if (!this.#inner) break;
+        for (const event of guard(() => this.#inner.parallelStep())) {
+          const request = this.#requests.get(event.request_id);
+          if (!request) continue;
+          if (event.token) {
+            request.onToken?.(event.request_id, event.token);
+            continue;
+          }
+          this.#requests.delete(event.request_id);
+          if (event.error !== undefined) request.reject(new Error(event.error));
+          else request.resolve(event.result);
+        }
+      }
+    } catch (e) {
+      for (const request of this.#requests.values()) request.reject(e);
+      this.#requests.clear();
+    } finally {
+      this.#pumping = false;
+    }
+  }
 
   constructor(inner) {
     this.#inner = inner;
@@ -342,6 +416,46 @@ export class LlamaContext {
   async detokenize(ids, { special = false } = {}) {
     const checked = tokenIds('detokenize', ids);
     return guard(() => this.#ctx().detokenize(checked, special));
+  }
+
+  /**
+   * llama.rn's `saveSession(path, { tokenSize })`: writes the prompt cache
+   * (its first `tokenSize` tokens; 0 or less, the default -1: all) to `path` — a file
+   * path in Node, a file of the origin private file system in browsers —
+   * and returns the number of tokens saved. The file is versioned,
+   * checksummed and tied to this model.
+   */
+  async saveSession(path, { tokenSize = -1 } = {}) {
+    string('saveSession: path', path);
+    const size = sessionSize('saveSession', tokenSize);
+    const ctx = this.#ctx();
+    const bytes = guard(() => ctx.saveSession(size));
+    const tokens = guard(() => ctx.sessionTokens(size));
+    await writeSessionFile(path, bytes);
+    return tokens;
+  }
+
+  /** The session `saveSession` would write, as bytes (to store anywhere). */
+  async sessionBytes({ tokenSize = -1 } = {}) {
+    const size = sessionSize('sessionBytes', tokenSize);
+    return guard(() => this.#ctx().saveSession(size));
+  }
+
+  /**
+   * llama.rn's `loadSession(path)`: replaces the cache with a saved session
+   * so the next completion reuses its tokens; `{ tokens_loaded, prompt }`.
+   * `source`: a path (Node) or OPFS file name (browsers), or the bytes
+   * (Uint8Array, ArrayBuffer, Blob). A corrupt file or another model's
+   * session is an `Error` and the context is unchanged.
+   */
+  async loadSession(source) {
+    let bytes;
+    if (typeof source === 'string') bytes = await readSessionFile(source);
+    else if (source instanceof Uint8Array) bytes = source;
+    else if (source instanceof ArrayBuffer) bytes = new Uint8Array(source);
+    else if (typeof Blob !== 'undefined' && source instanceof Blob) bytes = new Uint8Array(await source.arrayBuffer());
+    else throw new TypeError('loadSession: source must be a path, a Uint8Array, an ArrayBuffer or a Blob');
+    return guard(() => this.#ctx().loadSession(bytes));
   }
 
   /** `lamina info --json` of the loaded model. */
@@ -418,6 +532,9 @@ export class LlamaContext {
 
   /** Frees the model and its context. */
   async release() {
+    const released = new Error('this LlamaContext was released');
+    for (const request of this.#requests.values()) request.reject(released);
+    this.#requests.clear();
     this.#inner?.free();
     this.#abort?.free();
     this.#inner = null;

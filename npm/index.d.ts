@@ -284,6 +284,15 @@ export declare class LlamaContext {
     template?: string | null,
     options?: { jinja?: boolean },
   ): Promise<{ type: 'jinja' | 'llama-chat'; prompt: string }>;
+  /**
+   * llama.rn's saveSession: the prompt cache's first `tokenSize` tokens (0 or
+   * less: all) to a file path (Node) or an OPFS file (browsers); the tokens saved.
+   */
+  saveSession(path: string, options?: { tokenSize?: number }): Promise<number>;
+  /** The session saveSession would write, as bytes. */
+  sessionBytes(options?: { tokenSize?: number }): Promise<Uint8Array>;
+  /** llama.rn's loadSession, from a path (Node), an OPFS file name (browsers) or bytes. */
+  loadSession(source: string | Uint8Array | ArrayBuffer | Blob): Promise<{ tokens_loaded: number; prompt: string }>;
   /** Frees the model: ends its worker. */
   release(): Promise<void>;
   /** Test-only: makes this model's engine panic. */

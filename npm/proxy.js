@@ -237,6 +237,51 @@ export class LlamaContext {
     return this.#connection.call('detokenize', { ids, options });
   }
 
+  /**
+   * llama.rn's parallel mode, run in the worker: `completion` resolves once
+   * the request is queued, with `{ requestId, promise, stop }`; `onToken`
+   * hears `(requestId, data)`. An `onToken` that throws stops its request.
+   */
+  parallel = {
+    enable: (config = {}) => this.#connection.call('parallelEnable', { config }),
+    configure: (config = {}) => this.#connection.call('parallelEnable', { config }),
+    disable: () => this.#connection.call('parallelDisable'),
+    getStatus: () => this.#connection.call('parallelStatus'),
+    completion: (params, onToken) =>
+      new Promise((resolve, reject) => {
+        let requestId = null;
+        const stop = () => this.#connection.call('parallelStop', { requestId });
+        const hear = (token) => {
+          try {
+            onToken?.(requestId, token);
+          } catch {
+            stop().catch(() => {});
+          }
+        };
+        const queued = (id) => {
+          requestId = id;
+          resolve({ requestId, promise, stop });
+        };
+        const promise = this.#connection.call('parallelCompletion', { params: params ?? {} }, { onProgress: queued, onToken: hear });
+        // Before it is queued (bad parameters) the error is the call's own.
+        promise.catch((e) => {
+          if (requestId === null) reject(e);
+        });
+      }),
+  };
+
+  saveSession(path, options = {}) {
+    return this.#connection.call('saveSession', { path, options });
+  }
+
+  sessionBytes(options = {}) {
+    return this.#connection.call('sessionBytes', { options });
+  }
+
+  loadSession(source) {
+    return this.#connection.call('loadSession', { source });
+  }
+
   modelInfo() {
     return this.#connection.call('modelInfo');
   }

@@ -13,6 +13,8 @@ const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 const nodePort = isNode ? (await import(/* webpackIgnore: true */ 'node:worker_threads')).parentPort : null;
 
 let ctx = null;
+/** The stop functions of running parallel requests, by request id. */
+const stops = new Map();
 
 /** The build for `n_threads`, and why it was chosen. */
 function pickBuild(nThreads) {
@@ -56,6 +58,23 @@ const ops = {
   tokenize: ({ text, options }) => loaded().tokenize(text, options),
   getFormattedChat: ({ messages, template, options }) => loaded().getFormattedChat(messages, template, options),
   detokenize: ({ ids, options }) => loaded().detokenize(ids, options),
+  parallelEnable: ({ config }) => loaded().parallel.enable(config),
+  parallelDisable: () => loaded().parallel.disable(),
+  parallelStatus: () => loaded().parallel.getStatus(),
+  async parallelCompletion({ params }, reply) {
+    const { requestId, promise, stop } = await loaded().parallel.completion(params, (_, token) => reply({ token }));
+    stops.set(requestId, stop);
+    reply({ progress: requestId });
+    try {
+      return await promise;
+    } finally {
+      stops.delete(requestId);
+    }
+  },
+  parallelStop: ({ requestId }) => stops.get(requestId)?.() ?? false,
+  saveSession: ({ path, options }) => loaded().saveSession(path, options),
+  sessionBytes: ({ options }) => loaded().sessionBytes(options),
+  loadSession: ({ source }) => loaded().loadSession(source),
   modelInfo: () => loaded().modelInfo(),
   contextInfo: () => loaded().contextInfo(),
   bench: ({ pp, tg, pl, nr }) => loaded().bench(pp, tg, pl, nr),

@@ -42,6 +42,9 @@ AARCH64_EMULATION_SKIP=(
   twenty_thousand_tokens_with_context_shifts_keep_memory_flat
   like_llama_quantize _json run_chat_two_threads
   hostile_llama_hyperparameters hostile_bert_files vocabulary_and_tensors_must_match
+  a_loaded_session_continues_as_if_never_saved a_session_keeps_its_first_tokens_when_asked
+  a_bad_session_is_an_error_that_changes_nothing a_session_loads_only_into_its_model_and_cache_shape
+  run_with_a_prompt_cache
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"

@@ -153,6 +153,11 @@ pub enum Error {
     #[error("chat template: {0}")]
     ChatTemplate(String),
 
+    /// A session file that cannot be loaded: not one, corrupt, or saved
+    /// with another model.
+    #[error("session: {0}")]
+    Session(String),
+
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -19,6 +19,7 @@ pub mod parallel;
 pub mod perplexity;
 pub mod requantize;
 pub mod sampling;
+pub mod session;
 pub mod stopwatch;
 pub mod tensor;
 pub mod tokenizer;

@@ -78,6 +78,33 @@ impl CacheBuffer {
         self.buffer.size()
     }
 
+    /// Bytes one row takes in the cache's type.
+    pub fn row_bytes(&self) -> usize {
+        self.ty.bytes_per_row(self.width)
+    }
+
+    /// Rows `[first, first + n)` as stored (a session file copies them).
+    pub fn raw_rows(&self, first: usize, n: usize) -> Result<&[u8]> {
+        let range = self.byte_range(first, n)?;
+        Ok(&self.buffer.as_bytes()[range])
+    }
+
+    /// Rows `[first, first + n)` as stored, to overwrite.
+    pub fn raw_rows_mut(&mut self, first: usize, n: usize) -> Result<&mut [u8]> {
+        let range = self.byte_range(first, n)?;
+        Ok(&mut self.buffer.as_bytes_mut()[range])
+    }
+
+    fn byte_range(&self, first: usize, n: usize) -> Result<std::ops::Range<usize>> {
+        match first.checked_add(n) {
+            Some(end) if end <= self.rows => Ok(first * self.row_bytes()..end * self.row_bytes()),
+            _ => Err(Error::InvalidArgument(format!(
+                "cache rows [{first}, {first} + {n}) are outside the {} rows",
+                self.rows
+            ))),
+        }
+    }
+
     pub fn view(&self) -> CacheRows<'_> {
         let bytes = self.buffer.as_bytes();
         let w = self.width;

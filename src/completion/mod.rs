@@ -6,6 +6,7 @@
 //! abort. A prompt longer than the context is cut and a full context shifted,
 //! both reported as `truncated`.
 
+pub mod parallel;
 pub mod stop;
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::chat::ChatMessage;
-use crate::context::{Batch, Context};
+use crate::context::{Batch, Context, SeqId};
 use crate::error::{Error, Result};
 use crate::sampling::grammar::{Grammar, GrammarState, TokenTable};
 use crate::sampling::{DryBreakers, Sampler, SamplingParams};
@@ -240,6 +241,15 @@ fn cut_prompt(ids: &[u32], n_ctx: usize, n_keep: i32) -> Vec<u32> {
     out
 }
 
+/// What a run needs before its next token (`CompletionRun::next_decode`).
+enum NextStep {
+    Ended,
+    /// Decode this token at the run's position, then sample.
+    Decode(u32),
+    /// The logits of the last decode are the run's: sample.
+    Sample,
+}
+
 /// A generated token, owned: what `CompletionRun::next_token` returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GeneratedToken {
@@ -275,10 +285,18 @@ pub struct CompletionRun {
     n_probs: usize,
     n_keep: i32,
     context_shift: bool,
-    /// Position of the next token in sequence 0.
+    /// The sequence the run writes (0 for `completion`; parallel runs have
+    /// their own) and the positions it may take.
+    seq: SeqId,
+    n_ctx_slot: usize,
+    /// Position of the next token in the sequence.
     pos: usize,
-    /// A sampled token still to be evaluated before the next one is sampled.
+    /// A token still to be evaluated before the next one is sampled: the
+    /// last sampled one, or (parallel runs, whose first decode is shared
+    /// with the other runs) the prompt's last token.
     pending: Option<u32>,
+    /// Whether `pending` is the prompt's last token.
+    pending_is_prompt: bool,
     generated: Vec<u32>,
     probs_out: Vec<Vec<TokenProb>>,
     stream: TextStream,
@@ -324,6 +342,18 @@ impl Context {
     pub fn start_completion(&mut self, params: &CompletionParams) -> Result<CompletionRun> {
         self.abort_handle().reset();
         let n_ctx = self.n_ctx();
+        self.start_run(params, 0, n_ctx)
+    }
+
+    /// A run in sequence `seq` within `n_ctx` positions. Sequence 0 reuses
+    /// the prompt cache; another sequence (a parallel slot) starts empty and
+    /// leaves its prompt's last token to the first shared decode.
+    pub(crate) fn start_run(
+        &mut self,
+        params: &CompletionParams,
+        seq: SeqId,
+        n_ctx: usize,
+    ) -> Result<CompletionRun> {
         let model = self.model().clone();
         let vocab = &model.vocab;
         if !model.can_generate() {
@@ -392,7 +422,7 @@ impl Context {
 
         // Reuse the cached prefix; at least the last prompt token is
         // evaluated again, for its logits.
-        let cached = if params.cache_prompt {
+        let cached = if params.cache_prompt && seq == 0 {
             let common = self
                 .prompt_cache()
                 .iter()
@@ -403,9 +433,13 @@ impl Context {
         } else {
             0
         };
-        let kept = self.prompt_cache()[..cached].to_vec();
-        self.kv_seq_rm(0, cached as i32, -1)?;
-        self.set_prompt_cache(&kept);
+        if seq == 0 {
+            let kept = self.prompt_cache()[..cached].to_vec();
+            self.kv_seq_rm(0, cached as i32, -1)?;
+            self.set_prompt_cache(&kept);
+        } else {
+            self.kv_seq_rm(seq as i32, -1, -1)?;
+        }
 
         for &t in &prompt_ids {
             sampler.accept(t);
@@ -422,8 +456,11 @@ impl Context {
             n_probs: params.n_probs,
             n_keep: params.n_keep,
             context_shift: params.context_shift,
+            seq,
+            n_ctx_slot: n_ctx,
             pos: cached,
             pending: None,
+            pending_is_prompt: false,
             generated: Vec::new(),
             probs_out: Vec::new(),
             stream: TextStream::new(),
@@ -447,8 +484,11 @@ impl CompletionRun {
     /// true while more of it remains. An abort request (checked first) ends
     /// the run. `ctx` must be the context that started the run.
     pub fn eval_prompt(&mut self, ctx: &mut Context) -> Result<bool> {
+        // A parallel run keeps the prompt's last token for the shared decode.
+        let end = self.prompt_ids.len() - usize::from(self.seq != 0);
         let done = self.cached + self.n_prompt_evaluated;
-        if self.reason.is_some() || done == self.prompt_ids.len() {
+        if self.reason.is_some() || done >= end {
+            self.hold_last_prompt_token();
             return Ok(false);
         }
         if ctx.abort_handle().is_aborted() {
@@ -456,13 +496,10 @@ impl CompletionRun {
             return Ok(false);
         }
         let t = Stopwatch::start();
-        let n = ctx
-            .params()
-            .n_ubatch
-            .max(1)
-            .min(self.prompt_ids.len() - done);
+        let n = ctx.params().n_ubatch.max(1).min(end - done);
         let chunk = &self.prompt_ids[done..done + n];
-        let decoded = Batch::for_sequence(chunk, self.pos as i32, 0).and_then(|b| ctx.decode(&b));
+        let decoded =
+            Batch::for_sequence(chunk, self.pos as i32, self.seq).and_then(|b| ctx.decode(&b));
         self.prompt_ms += t.elapsed_ms();
         match decoded {
             Err(Error::Cancelled(_)) => {
@@ -475,10 +512,33 @@ impl CompletionRun {
             }
             Ok(()) => {}
         }
-        ctx.extend_prompt_cache(chunk);
+        if self.seq == 0 {
+            ctx.extend_prompt_cache(chunk);
+        }
         self.pos += n;
         self.n_prompt_evaluated += n;
-        Ok(done + n < self.prompt_ids.len())
+        if done + n == end {
+            self.hold_last_prompt_token();
+        }
+        Ok(done + n < end)
+    }
+
+    /// A parallel run's prompt is evaluated but for its last token: that
+    /// token becomes the pending one, decoded with the other runs' tokens.
+    fn hold_last_prompt_token(&mut self) {
+        let evaluated = self.cached + self.n_prompt_evaluated + 1 == self.prompt_ids.len();
+        if self.seq != 0 && self.reason.is_none() && self.generated.is_empty() && evaluated {
+            self.pending = self.prompt_ids.last().copied();
+            self.pending_is_prompt = true;
+        }
+    }
+
+    /// Whether the prompt is evaluated (or the run ended): tokens come next.
+    pub fn prompt_done(&self) -> bool {
+        self.reason.is_some()
+            || self.pending.is_some()
+            || !self.generated.is_empty()
+            || (self.seq == 0 && self.cached + self.n_prompt_evaluated == self.prompt_ids.len())
     }
 
     /// The next generated token, or `None` once the run has ended (end of
@@ -500,32 +560,72 @@ impl CompletionRun {
     }
 
     fn step(&mut self, ctx: &mut Context) -> Result<Option<GeneratedToken>> {
+        match self.next_decode(ctx)? {
+            NextStep::Ended => return Ok(None),
+            NextStep::Sample => {}
+            NextStep::Decode(token) => {
+                let batch = Batch::for_sequence(&[token], self.pos as i32, self.seq)?;
+                match ctx.decode(&batch) {
+                    Err(Error::Cancelled(_)) => return Ok(self.end(StopReason::Abort)),
+                    other => other?,
+                }
+                self.decoded(ctx, token);
+            }
+        }
+        self.sample_at(ctx, -1)
+    }
+
+    /// What must happen before the next token: the run has ended (the
+    /// limit, an abort, a full context that cannot shift), or `pending`
+    /// must be decoded at `pos` (after a context shift where needed), or
+    /// the logits are already there.
+    fn next_decode(&mut self, ctx: &mut Context) -> Result<NextStep> {
+        if self.reason.is_some() {
+            return Ok(NextStep::Ended);
+        }
         if self.generated.len() >= self.limit {
-            return Ok(self.end(StopReason::Limit));
+            self.end(StopReason::Limit);
+            return Ok(NextStep::Ended);
         }
         if ctx.abort_handle().is_aborted() {
-            return Ok(self.end(StopReason::Abort));
+            self.end(StopReason::Abort);
+            return Ok(NextStep::Ended);
         }
-        if let Some(token) = self.pending.take() {
-            if self.pos >= ctx.n_ctx() {
-                if !self.context_shift {
-                    self.context_full = true;
-                    return Ok(self.end(StopReason::Limit));
-                }
-                shift_context(ctx, self.n_keep, &mut self.pos)?;
-                self.truncated = true;
+        let Some(token) = self.pending else {
+            return Ok(NextStep::Sample);
+        };
+        if self.pos >= self.n_ctx_slot {
+            if !self.context_shift {
+                self.context_full = true;
+                self.end(StopReason::Limit);
+                return Ok(NextStep::Ended);
             }
-            match ctx.decode(&Batch::for_sequence(&[token], self.pos as i32, 0)?) {
-                Err(Error::Cancelled(_)) => return Ok(self.end(StopReason::Abort)),
-                other => other?,
-            }
+            shift_context(ctx, self.seq, self.n_keep, &mut self.pos)?;
+            self.truncated = true;
+        }
+        Ok(NextStep::Decode(token))
+    }
+
+    /// Records that `token` (the pending one) was decoded at `pos`.
+    fn decoded(&mut self, ctx: &mut Context, token: u32) {
+        self.pending = None;
+        if self.seq == 0 {
             ctx.extend_prompt_cache(&[token]);
-            self.pos += 1;
+        }
+        self.pos += 1;
+        if std::mem::take(&mut self.pending_is_prompt) {
+            self.n_prompt_evaluated += 1;
+        } else {
             self.n_generated_evaluated += 1;
         }
+    }
+
+    /// Samples the next token from the logits of batch index `index` of
+    /// the last decode.
+    fn sample_at(&mut self, ctx: &mut Context, index: i32) -> Result<Option<GeneratedToken>> {
         let model = ctx.model().clone();
         let vocab = &model.vocab;
-        let logits = ctx.logits(-1)?;
+        let logits = ctx.logits(index)?;
         let id = self.sampler.sample(logits)?;
         let probs = if self.n_probs > 0 {
             top_probs(ctx, logits, self.n_probs)
@@ -554,6 +654,13 @@ impl CompletionRun {
         };
         self.pending = Some(id);
         Ok(Some(GeneratedToken { id, text, probs }))
+    }
+
+    /// Stops the run before its next token (reported as aborted).
+    pub fn stop(&mut self) {
+        if self.reason.is_none() {
+            self.reason = Some(StopReason::Abort);
+        }
     }
 
     /// Ends the run for `reason`; no token.
@@ -602,9 +709,10 @@ impl CompletionRun {
     }
 }
 
-/// Frees half of the positions after `n_keep` and slides the rest down, as
-/// llama.cpp's context shift (through `Context`'s public sequence calls).
-fn shift_context(ctx: &mut Context, n_keep: i32, pos: &mut usize) -> Result<()> {
+/// Frees half of the positions after `n_keep` of sequence `seq` and slides
+/// the rest down, as llama.cpp's context shift (through `Context`'s public
+/// sequence calls); sequence 0's prompt-cache record follows.
+fn shift_context(ctx: &mut Context, seq: SeqId, n_keep: i32, pos: &mut usize) -> Result<()> {
     let n_keep = (n_keep.max(0) as usize).min(*pos);
     let n_discard = (*pos - n_keep) / 2;
     if n_discard == 0 {
@@ -616,14 +724,16 @@ fn shift_context(ctx: &mut Context, n_keep: i32, pos: &mut usize) -> Result<()> 
     }
     let (k, d, p) = (n_keep as i32, n_discard as i32, *pos as i32);
     let mut kept = ctx.prompt_cache().to_vec();
-    ctx.kv_seq_rm(0, k, k + d)?;
-    ctx.kv_seq_add(0, k + d, p, -d)?;
-    if kept.len() >= n_keep + n_discard {
-        kept.drain(n_keep..n_keep + n_discard);
-    } else {
-        kept.clear();
+    ctx.kv_seq_rm(seq as i32, k, k + d)?;
+    ctx.kv_seq_add(seq, k + d, p, -d)?;
+    if seq == 0 {
+        if kept.len() >= n_keep + n_discard {
+            kept.drain(n_keep..n_keep + n_discard);
+        } else {
+            kept.clear();
+        }
+        ctx.set_prompt_cache(&kept);
     }
-    ctx.set_prompt_cache(&kept);
     *pos -= n_discard;
     Ok(())
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub use batch::Batch;
 pub use pooling::Pooling;
 
-pub use crate::kv::{KvCache, KvLayout, KvType, SeqId, MAX_SEQUENCES};
+pub use crate::kv::{KvCache, KvLayout, KvSnapshot, KvType, SeqId, MAX_SEQUENCES};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -104,6 +104,13 @@ struct DecodeScratch {
     outputs: Vec<usize>,
 }
 
+/// Sequence 0's tokens and their cache rows (`Context::save_state`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SequenceState {
+    pub tokens: Vec<u32>,
+    pub kv: KvSnapshot,
+}
+
 pub struct Context {
     model: Arc<Model>,
     params: ContextParams,
@@ -119,7 +126,7 @@ pub struct Context {
     output_rows: Vec<Option<usize>>,
     abort: AbortHandle,
     /// Tokens of sequence 0 at positions 0.., as the last completion left
-    /// them (its prompt cache); emptied by any direct cache edit.
+    /// them (its prompt cache); emptied by any direct edit of its cells.
     prompt_cache: Vec<u32>,
     pooling: Pooling,
     encoded: EncodeOutput,
@@ -223,17 +230,23 @@ impl Context {
     /// Removes positions `[p0, p1)` of `seq` (`seq < 0`: of all sequences;
     /// negative bounds are open).
     pub fn kv_seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> Result<()> {
-        self.prompt_cache.clear();
+        if seq <= 0 {
+            self.prompt_cache.clear();
+        }
         self.kv.seq_rm(seq, p0, p1)
     }
 
     pub fn kv_seq_cp(&mut self, src: SeqId, dst: SeqId, p0: i32, p1: i32) -> Result<()> {
-        self.prompt_cache.clear();
+        if dst == 0 {
+            self.prompt_cache.clear();
+        }
         self.kv.seq_cp(src, dst, p0, p1)
     }
 
     pub fn kv_seq_keep(&mut self, seq: SeqId) -> Result<()> {
-        self.prompt_cache.clear();
+        if seq != 0 {
+            self.prompt_cache.clear();
+        }
         self.kv.seq_keep(seq)
     }
 
@@ -244,7 +257,9 @@ impl Context {
     /// Moves positions `[p0, p1)` of `seq` by `delta` (the context shift:
     /// after removing old positions, the rest slide down).
     pub fn kv_seq_add(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) -> Result<()> {
-        self.prompt_cache.clear();
+        if seq == 0 {
+            self.prompt_cache.clear();
+        }
         let arch = self.model.arch();
         let state = &*self.state;
         let shift = |be: &mut dyn Backend, l: usize, row: &mut [f32], d: i32| {
@@ -255,8 +270,8 @@ impl Context {
     }
 
     /// The tokens of sequence 0 the last completion left in the cache at
-    /// positions 0.. (its prompt cache). Any direct edit of the cache
-    /// (`kv_*`) empties it.
+    /// positions 0.. (its prompt cache). Any direct edit of sequence 0's
+    /// cells (`kv_*`) empties it.
     pub fn prompt_cache(&self) -> &[u32] {
         &self.prompt_cache
     }
@@ -274,6 +289,50 @@ impl Context {
         self.prompt_cache.extend_from_slice(tokens);
     }
 
+    /// Sequence 0's first `max_tokens` (None: all) tokens of the prompt cache
+    /// with their cache rows: what a session file keeps.
+    pub fn save_state(&self, max_tokens: Option<usize>) -> Result<SequenceState> {
+        self.check_can_generate()?;
+        let n = max_tokens.map_or(self.prompt_cache.len(), |m| m.min(self.prompt_cache.len()));
+        Ok(SequenceState {
+            tokens: self.prompt_cache[..n].to_vec(),
+            kv: self.kv.snapshot(0, n)?,
+        })
+    }
+
+    /// Replaces the cache (every sequence) with `state` as sequence 0 and
+    /// its tokens as the prompt cache, so the next completion reuses them.
+    /// Checked first: on an error nothing changes. No logits are readable
+    /// until the next decode.
+    pub fn load_state(&mut self, state: &SequenceState) -> Result<()> {
+        self.check_can_generate()?;
+        if state.tokens.len() != state.kv.n_cells {
+            return Err(Error::InvalidArgument(format!(
+                "the saved state has {} tokens for {} cache positions",
+                state.tokens.len(),
+                state.kv.n_cells
+            )));
+        }
+        self.model.check_tokens(&state.tokens)?;
+        self.kv.restore(0, &state.kv)?;
+        self.prompt_cache.clear();
+        self.prompt_cache.extend_from_slice(&state.tokens);
+        self.logits.clear();
+        self.output_rows.clear();
+        Ok(())
+    }
+
+    fn check_can_generate(&self) -> Result<()> {
+        if self.model.can_generate() {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "a {} model cannot generate text (it is an encoder): use it for embeddings or reranking",
+                self.model.arch_name()
+            )))
+        }
+    }
+
     /// The handle that stops this context's decodes and completions.
     pub fn abort_handle(&self) -> AbortHandle {
         self.abort.clone()
@@ -284,12 +343,7 @@ impl Context {
     /// the cache is as before the call.
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {
         self.check_batch(batch, self.params.n_batch)?;
-        if !self.model.can_generate() {
-            return Err(Error::InvalidArgument(format!(
-                "a {} model cannot generate text (it is an encoder): use it for embeddings or reranking",
-                self.model.arch_name()
-            )));
-        }
+        self.check_can_generate()?;
         self.run_decode(batch, false)
     }
 

@@ -25,6 +25,9 @@ impl Storage {
 pub struct GgufFile {
     header: Header,
     storage: Storage,
+    /// Where it was opened from, when from a path: files lamina writes
+    /// beside a model (sessions) refuse to replace it.
+    path: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -45,6 +48,7 @@ impl GgufFile {
         Ok(GgufFile {
             header,
             storage: Storage::Owned(bytes),
+            path: None,
         })
     }
 
@@ -53,6 +57,7 @@ impl GgufFile {
         GgufFile {
             header,
             storage: Storage::Owned(bytes),
+            path: None,
         }
     }
 
@@ -62,7 +67,9 @@ impl GgufFile {
         let path = path.as_ref();
         let file = std::fs::File::open(path)
             .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
-        Self::map(&file, || path.display().to_string())
+        let mut mapped = Self::map(&file, || path.display().to_string())?;
+        mapped.path = Some(path.to_path_buf());
+        Ok(mapped)
     }
 
     /// Memory-maps and parses the file open on `fd`, which stays the caller's: it
@@ -98,7 +105,13 @@ impl GgufFile {
         Ok(GgufFile {
             header,
             storage: Storage::Mapped(map),
+            path: None,
         })
+    }
+
+    /// The path the file was opened from (`open`), if any.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.path.as_deref()
     }
 
     pub fn version(&self) -> u32 {

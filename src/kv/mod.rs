@@ -32,6 +32,20 @@ pub struct KvLayout {
     pub head_dim: usize,
 }
 
+/// Positions `0..n_cells` of one sequence copied out of a cache: each
+/// layer's K rows and V rows as stored, in the cache's types (what a
+/// session file holds).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvSnapshot {
+    pub type_k: KvType,
+    pub type_v: KvType,
+    /// Values per row.
+    pub width: usize,
+    pub n_cells: usize,
+    /// Per layer, `n_cells` K rows then `n_cells` V rows.
+    pub layers: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
 pub struct KvCache {
     /// Sequences that see each cell (bit s for sequence s); 0 means free.
     cell_seqs: Vec<u64>,
@@ -262,6 +276,102 @@ impl KvCache {
             }
         }
         self.refresh_used_end();
+        Ok(())
+    }
+
+    /// Copies positions `0..n` of `seq` out of the cache; an error when one
+    /// of them is missing (the sequence was cut or shifted).
+    pub fn snapshot(&self, seq: SeqId, n: usize) -> Result<KvSnapshot> {
+        let bit = seq_bit(seq)?;
+        let mut cell_of = vec![None; n];
+        for (i, (&s, &pos)) in self.cell_seqs.iter().zip(&self.cell_pos).enumerate() {
+            if s & bit != 0 && pos >= 0 && (pos as usize) < n {
+                cell_of[pos as usize] = Some(i);
+            }
+        }
+        let cells = cell_of
+            .iter()
+            .enumerate()
+            .map(|(p, c)| {
+                c.ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "sequence {seq} has no position {p} in the cache"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<usize>>>()?;
+        let copy = |rows: &CacheBuffer| -> Result<Vec<u8>> {
+            let mut out = Vec::with_capacity(n * rows.row_bytes());
+            for &c in &cells {
+                out.extend_from_slice(rows.raw_rows(c, 1)?);
+            }
+            Ok(out)
+        };
+        Ok(KvSnapshot {
+            type_k: self.type_k,
+            type_v: self.type_v,
+            width: self.width,
+            n_cells: n,
+            layers: self
+                .layers
+                .iter()
+                .map(|l| Ok((copy(&l.k)?, copy(&l.v)?)))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// Replaces the whole cache with `snap` as sequence `seq`'s positions
+    /// `0..n_cells`. Everything is checked first: on an error (another
+    /// model's shape, other cache types, more cells than the cache has)
+    /// nothing changes.
+    pub fn restore(&mut self, seq: SeqId, snap: &KvSnapshot) -> Result<()> {
+        let bit = seq_bit(seq)?;
+        if snap.type_k != self.type_k || snap.type_v != self.type_v {
+            return Err(Error::InvalidArgument(format!(
+                "the saved cache is {}/{} (K/V), this context's is {}/{}",
+                snap.type_k.name(),
+                snap.type_v.name(),
+                self.type_k.name(),
+                self.type_v.name()
+            )));
+        }
+        if snap.width != self.width || snap.layers.len() != self.layers.len() {
+            return Err(Error::InvalidArgument(format!(
+                "the saved cache has {} layers of rows of {}, this model's has {} of {}",
+                snap.layers.len(),
+                snap.width,
+                self.layers.len(),
+                self.width
+            )));
+        }
+        if snap.n_cells > self.n_ctx() {
+            return Err(Error::InvalidArgument(format!(
+                "the saved cache holds {} positions, more than this context's n_ctx = {}",
+                snap.n_cells,
+                self.n_ctx()
+            )));
+        }
+        let n = snap.n_cells;
+        for (l, (k, v)) in snap.layers.iter().enumerate() {
+            let layer = &self.layers[l];
+            if k.len() != n * layer.k.row_bytes() || v.len() != n * layer.v.row_bytes() {
+                return Err(Error::InvalidArgument(format!(
+                    "layer {l} of the saved cache has {} and {} bytes for {n} rows",
+                    k.len(),
+                    v.len()
+                )));
+            }
+        }
+        self.clear();
+        for (layer, (k, v)) in self.layers.iter_mut().zip(&snap.layers) {
+            layer.k.raw_rows_mut(0, n)?.copy_from_slice(k);
+            layer.v.raw_rows_mut(0, n)?.copy_from_slice(v);
+        }
+        for i in 0..n {
+            self.cell_seqs[i] = bit;
+            self.cell_pos[i] = i as i32;
+        }
+        self.used_end = n;
         Ok(())
     }
 

@@ -12,7 +12,8 @@ use super::params::parse;
 use super::{js_error, json_to_js, JsStreamLoader};
 use crate::backend::cpu::CpuDevice;
 use crate::chat::ChatMessage;
-use crate::completion::{CompletionParams, CompletionRun};
+use crate::completion::parallel::{Parallel, ParallelEvent};
+use crate::completion::{CompletionParams, CompletionResult, CompletionRun};
 use crate::context::{Context, ContextParams, KvType};
 use crate::embedding::{EmbedParams, Pooling, RerankParams};
 use crate::gguf::{describe, GgufFile};
@@ -215,6 +216,8 @@ pub struct JsLlamaContext {
     run: Option<CompletionRun>,
     /// Completions' default for context shifting (`ctx_shift` at load).
     ctx_shift: bool,
+    /// Parallel mode (`parallelEnable`): requests and their slots.
+    parallel: Option<Parallel>,
 }
 
 /// `CompletionParams` from llama.rn-style JSON (its defaults where absent).
@@ -280,12 +283,17 @@ fn completion_params(
 impl JsLlamaContext {
     /// Calls that use the KV cache wait for the running completion's end.
     fn check_idle(&self) -> Result<(), JsError> {
-        match self.run {
-            Some(_) => Err(JsError::new(
+        if self.run.is_some() {
+            return Err(JsError::new(
                 "a completion is running on this context (finish it first)",
-            )),
-            None => Ok(()),
+            ));
         }
+        if self.parallel_busy() {
+            return Err(JsError::new(
+                "parallel requests are running on this context (wait for them or stop them first)",
+            ));
+        }
+        Ok(())
     }
 
     fn load(file: GgufFile, params_json: &str) -> Result<JsLlamaContext, JsError> {
@@ -308,6 +316,7 @@ impl JsLlamaContext {
             ctx,
             run: None,
             ctx_shift: p.ctx_shift.unwrap_or(true),
+            parallel: None,
         })
     }
 }
@@ -342,6 +351,12 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = completionStart)]
     pub fn completion_start(&mut self, params_json: &str) -> Result<(), JsError> {
         self.check_idle()?;
+        if self.parallel.is_some() {
+            // Its sequence would take positions the slots were promised.
+            return Err(JsError::new(
+                "parallel mode is enabled on this context: use parallel.completion, or parallel.disable() first",
+            ));
+        }
         let params = completion_params(params_json, &self.ctx.model().vocab, self.ctx_shift)?;
         self.run = Some(self.ctx.start_completion(&params).map_err(js_error)?);
         Ok(())
@@ -390,7 +405,13 @@ impl JsLlamaContext {
         // next decode (a bench, say).
         self.ctx.abort_handle().reset();
         let result = run.finish();
-        let mut v = serde_json::to_value(&result).map_err(|e| JsError::new(&e.to_string()))?;
+        json_to_js(&self.result_json(&result)?)
+    }
+
+    /// A completion's result for JS: `lamina run --json`'s fields plus
+    /// llama.rn's `content`, `stopped_word`, `stopped_limit`, `interrupted`.
+    fn result_json(&self, result: &CompletionResult) -> Result<serde_json::Value, JsError> {
+        let mut v = serde_json::to_value(result).map_err(|e| JsError::new(&e.to_string()))?;
         v["content"] = v["text"].clone();
         // llama.rn's types: the stop word itself ("" when none), the limit as
         // a number (1 when reached), `interrupted` for a stop request.
@@ -403,7 +424,7 @@ impl JsLlamaContext {
         v["stopped_limit"] = u32::from(result.stopped_limit).into();
         v["interrupted"] = result.stopped_aborted.into();
         v["cpu_variant"] = self.ctx.cpu_variant().into();
-        json_to_js(&v)
+        Ok(v)
     }
 
     /// The handle that stops this context's completions. A separate object:
@@ -536,6 +557,127 @@ impl JsLlamaContext {
         let rows =
             crate::bench::bench(&mut self.ctx, "", pp, tg, reps.unwrap_or(3)).map_err(js_error)?;
         json_to_js(&serde_json::to_value(rows).map_err(|e| JsError::new(&e.to_string()))?)
+    }
+
+    /// llama.rn's `saveSession` without the file: the session bytes of the
+    /// prompt cache's first `token_size` tokens (negative: all of them).
+    #[wasm_bindgen(js_name = saveSession)]
+    pub fn save_session(&self, token_size: i32) -> Result<Vec<u8>, JsError> {
+        self.check_idle()?;
+        let keep = usize::try_from(token_size).ok();
+        crate::session::save_bytes(&self.ctx, keep).map_err(js_error)
+    }
+
+    /// Tokens a `saveSession(token_size)` would keep.
+    #[wasm_bindgen(js_name = sessionTokens)]
+    pub fn session_tokens(&self, token_size: i32) -> usize {
+        let cached = self.ctx.prompt_cache().len();
+        usize::try_from(token_size).map_or(cached, |n| n.min(cached))
+    }
+
+    /// llama.rn's `loadSession` from the bytes: `{ tokens_loaded, prompt }`;
+    /// a corrupt session or another model's is an error that changes
+    /// nothing.
+    #[wasm_bindgen(js_name = loadSession)]
+    pub fn load_session(&mut self, bytes: &[u8]) -> Result<JsValue, JsError> {
+        self.check_idle()?;
+        let loaded = crate::session::load_bytes(&mut self.ctx, bytes).map_err(js_error)?;
+        json_to_js(&serde_json::to_value(loaded).map_err(|e| JsError::new(&e.to_string()))?)
+    }
+
+    /// llama.rn's `parallel.enable({ n_parallel })`: parallel mode with
+    /// `n_parallel` slots (the cache is cleared). Enabling it again changes
+    /// the slot count when no request is queued or running.
+    #[wasm_bindgen(js_name = parallelEnable)]
+    pub fn parallel_enable(&mut self, n_parallel: usize) -> Result<(), JsError> {
+        if self.run.is_some() {
+            return Err(JsError::new(
+                "a completion is running on this context (finish it first)",
+            ));
+        }
+        if self.parallel.as_ref().is_some_and(|p| !p.is_idle()) {
+            return Err(JsError::new(
+                "parallel requests are running: wait for them or stop them first",
+            ));
+        }
+        self.parallel = Some(Parallel::new(&mut self.ctx, n_parallel).map_err(js_error)?);
+        Ok(())
+    }
+
+    /// Leaves parallel mode; running and queued requests end (interrupted).
+    #[wasm_bindgen(js_name = parallelDisable)]
+    pub fn parallel_disable(&mut self) {
+        self.parallel = None;
+        self.ctx.kv_clear();
+    }
+
+    /// Queues a parallel completion (llama.rn's parameters as JSON); its
+    /// request id.
+    #[wasm_bindgen(js_name = parallelQueue)]
+    pub fn parallel_queue(&mut self, params_json: &str) -> Result<u32, JsError> {
+        let params = completion_params(params_json, &self.ctx.model().vocab, self.ctx_shift)?;
+        Ok(self.parallel_mut()?.submit(params))
+    }
+
+    /// Stops parallel request `id` (false when it is not queued or running).
+    #[wasm_bindgen(js_name = parallelCancel)]
+    pub fn parallel_cancel(&mut self, id: u32) -> Result<bool, JsError> {
+        Ok(self.parallel_mut()?.cancel(id))
+    }
+
+    /// Whether parallel requests are queued or running.
+    #[wasm_bindgen(js_name = parallelBusy)]
+    pub fn parallel_busy(&self) -> bool {
+        self.parallel.as_ref().is_some_and(|p| !p.is_idle())
+    }
+
+    /// One parallel step: `[{ request_id, token: { token, id,
+    /// completion_probabilities } } | { request_id, result } | { request_id,
+    /// error }]`.
+    #[wasm_bindgen(js_name = parallelStep)]
+    pub fn parallel_step(&mut self) -> Result<JsValue, JsError> {
+        let mut events = Vec::new();
+        let parallel = self
+            .parallel
+            .as_mut()
+            .ok_or_else(|| JsError::new("parallel mode is not enabled (call parallel.enable)"))?;
+        let stepped = parallel.step(&mut self.ctx, &mut events);
+        if !self.parallel_busy() {
+            // A stop request ends with the requests it stopped.
+            self.ctx.abort_handle().reset();
+        }
+        stepped.map_err(js_error)?;
+        let mut out = Vec::with_capacity(events.len());
+        for event in events {
+            out.push(match event {
+                ParallelEvent::Token { request, token } => serde_json::json!({
+                    "request_id": request,
+                    "token": { "token": token.text, "id": token.id, "completion_probabilities": token.probs },
+                }),
+                ParallelEvent::Done { request, result: Ok(r) } => {
+                    serde_json::json!({ "request_id": request, "result": self.result_json(&r)? })
+                }
+                ParallelEvent::Done { request, result: Err(e) } => {
+                    serde_json::json!({ "request_id": request, "error": e.to_string() })
+                }
+            });
+        }
+        json_to_js(&serde_json::Value::Array(out))
+    }
+
+    /// llama.rn's `parallel.getStatus()`: `{ n_parallel, active_slots,
+    /// queued_requests, requests: [{ request_id, state, prompt_length,
+    /// tokens_generated }] }`.
+    #[wasm_bindgen(js_name = parallelStatus)]
+    pub fn parallel_status(&mut self) -> Result<JsValue, JsError> {
+        let status = self.parallel_mut()?.status();
+        json_to_js(&serde_json::to_value(status).map_err(|e| JsError::new(&e.to_string()))?)
+    }
+
+    fn parallel_mut(&mut self) -> Result<&mut Parallel, JsError> {
+        self.parallel
+            .as_mut()
+            .ok_or_else(|| JsError::new("parallel mode is not enabled (call parallel.enable)"))
     }
 
     /// `{ cpu_variant, n_threads, n_ctx }` of this context.

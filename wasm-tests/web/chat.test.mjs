@@ -14,7 +14,9 @@
 // greedy ids. (Raw mode: the file carries no chat template, so chat mode
 // would fall back to ChatML, as llama.cpp does.)
 // One more case embeds a MiniLM golden sentence through the package's worker;
-// another panics one of two models and checks the other keeps working.
+// another panics one of two models and checks the other keeps working; one
+// saves a session to the origin private file system and loads it in another
+// model (same ids, the prompt reused).
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -243,6 +245,39 @@ test("one model's panic in the browser leaves the other model running", async ()
     assert.match(got.panic, /^Error: lamina panicked: checked failure 42 \(at src\/wasm\/mod.rs:\d+\)$/);
     assert.match(got.after, /^Error: the lamina engine stopped after a panic: checked failure 42/);
     assert.ok(got.same, 'the other model embeds as before');
+  } finally {
+    await browser.close();
+  }
+});
+
+test('a session saved to the origin private file system continues in another model with the same ids', async () => {
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    const got = await page.evaluate(async (model) => {
+      const { loadModel } = await import('/npm/index.js');
+      const load = () => loadModel(`/models/${model}`, { n_threads: 2, n_ctx: 256 });
+      const [a, b] = await Promise.all([load(), load()]);
+      const p = { prompt: 'The capital of France is Paris. The capital of Italy is', n_predict: 8, temperature: 0 };
+      await a.completion({ ...p, n_predict: 3 });
+      const saved = await a.saveSession('sessions/chat.session');
+      const root = await navigator.storage.getDirectory();
+      const dir = await root.getDirectoryHandle('sessions');
+      const size = (await (await dir.getFileHandle('chat.session')).getFile()).size;
+      const loaded = await b.loadSession('sessions/chat.session');
+      const fromA = await a.completion(p);
+      const fromB = await b.completion(p);
+      const missing = await b.loadSession('sessions/none.session').then(() => 'loaded', (e) => e.message);
+      await root.removeEntry('sessions', { recursive: true });
+      await Promise.all([a.release(), b.release()]);
+      return { saved, size, loaded, fromA: fromA.generated_ids, fromB: fromB.generated_ids, cached: fromB.tokens_cached, n: fromA.prompt_ids.length, missing };
+    }, MODEL);
+    assert.ok(got.saved > 10 && got.size > 100_000, `${got.saved} tokens, ${got.size} bytes`);
+    assert.equal(got.loaded.tokens_loaded, got.saved);
+    assert.deepEqual(got.fromB, got.fromA);
+    assert.equal(got.cached, got.n - 1);
+    assert.equal(got.missing, 'no session sessions/none.session in the origin private file system');
   } finally {
     await browser.close();
   }

@@ -199,6 +199,26 @@ pub struct RunArgs {
     /// The same, read from a file.
     #[arg(long, conflicts_with_all = ["grammar", "grammar_file"])]
     pub json_schema_file: Option<PathBuf>,
+    /// A session file: loaded first when it exists (the prompt reuses its
+    /// tokens), then written with the prompt's tokens (llama.cpp's flag).
+    #[arg(long)]
+    pub prompt_cache: Option<PathBuf>,
+    /// Save the generated tokens in the session too.
+    #[arg(long, requires = "prompt_cache")]
+    pub prompt_cache_all: bool,
+    /// Load the session but never write it.
+    #[arg(long, requires = "prompt_cache", conflicts_with = "prompt_cache_all")]
+    pub prompt_cache_ro: bool,
+    /// Generate N completions of the prompt at once, one decode per step
+    /// for all (each with seed + i when --seed is given); the texts are
+    /// printed when all have ended.
+    #[arg(
+        long = "parallel",
+        visible_alias = "np",
+        default_value_t = 1,
+        conflicts_with = "prompt_cache"
+    )]
+    pub n_parallel: usize,
 }
 
 fn read_arg_file(what: &str, path: &std::path::Path) -> lamina::Result<String> {
@@ -288,6 +308,14 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
     };
     sampling.validate()?;
     let mut ctx = a.model.open(registry, threads)?;
+    if let Some(path) = a.prompt_cache.as_deref().filter(|p| p.exists()) {
+        let loaded = lamina::session::load_file(&mut ctx, path)?;
+        eprintln!(
+            "lamina: loaded {} tokens from the session {}",
+            loaded.tokens_loaded,
+            path.display()
+        );
+    }
     let messages = a.chat.then(|| {
         let mut m = Vec::new();
         if let Some(s) = &a.system {
@@ -312,6 +340,9 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         n_probs: a.n_probs,
         ..Default::default()
     };
+    if a.n_parallel > 1 {
+        return run_parallel(&mut ctx, &params, a.n_parallel, a.json);
+    }
     let mut stdout = std::io::stdout().lock();
     let json_out = a.json;
     let result = ctx.completion(&params, |ev: &TokenEvent| {
@@ -320,6 +351,12 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
             let _ = stdout.flush();
         }
     })?;
+    if let Some(path) = a.prompt_cache.as_deref().filter(|_| !a.prompt_cache_ro) {
+        // As llama-cli: the prompt's tokens, or with --prompt-cache-all
+        // everything the context now holds.
+        let keep = (!a.prompt_cache_all).then_some(result.prompt_ids.len());
+        lamina::session::save_file(&ctx, path, keep)?;
+    }
     if json_out {
         drop(stdout);
         let mut v = serde_json::to_value(&result).map_err(|e| {
@@ -338,6 +375,51 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         t.predicted_n,
         t.predicted_per_second,
         result.stop_reason,
+        ctx.cpu_variant(),
+        ctx.n_threads()
+    );
+    Ok(())
+}
+
+/// `n` completions of `params` at once (`--parallel`): the texts, or with
+/// `json` one object with every result; the total tokens/s on stderr.
+fn run_parallel(
+    ctx: &mut Context,
+    params: &CompletionParams,
+    n: usize,
+    json: bool,
+) -> lamina::Result<()> {
+    let requests: Vec<CompletionParams> = (0..n)
+        .map(|i| {
+            let mut p = params.clone();
+            p.sampling.seed = p.sampling.seed.map(|s| s.wrapping_add(i as u32));
+            p
+        })
+        .collect();
+    let clock = std::time::Instant::now();
+    let results = ctx.completions(&requests, n, |_, _| {})?;
+    let seconds = clock.elapsed().as_secs_f64();
+    let generated: usize = results.iter().map(|r| r.tokens_predicted).sum();
+    let per_second = generated as f64 / seconds.max(1e-9);
+    if json {
+        let v = json!({
+            "n_parallel": n,
+            "tokens_predicted": generated,
+            "seconds": seconds,
+            "tokens_per_second": per_second,
+            "cpu_variant": ctx.cpu_variant(),
+            "n_threads": ctx.n_threads(),
+            "results": results,
+        });
+        return write_stdout(&format!("{v}\n"));
+    }
+    let mut text = String::new();
+    for (i, r) in results.iter().enumerate() {
+        text += &format!("--- {} ({}) ---\n{}\n", i + 1, r.stop_reason, r.text);
+    }
+    write_stdout(&text)?;
+    eprintln!(
+        "lamina: {n} parallel streams, {generated} tokens in {seconds:.2} s: {per_second:.1} t/s in all (variant {}, {} threads)",
         ctx.cpu_variant(),
         ctx.n_threads()
     );
