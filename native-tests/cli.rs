@@ -630,6 +630,32 @@ fn bench_json_has_llama_bench_keys() {
     }
     let out = lamina(&["bench", "-m", &model, "-p", "8", "-n", "4", "-r", "0"]);
     assert_eq!(out.status.code(), Some(1));
+    // tg in 3 sequences at once (llama.rn's pl): t/s count all 12 tokens.
+    let out = stdout(&lamina(&[
+        "bench",
+        "-m",
+        &model,
+        "-p",
+        "0",
+        "-n",
+        "4",
+        "-r",
+        "1",
+        "--parallel",
+        "3",
+        "--json",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &v.as_array().unwrap()[0];
+    assert_eq!(
+        (row["n_gen"].as_u64(), row["n_parallel"].as_u64()),
+        (Some(4), Some(3))
+    );
+    let ts = row["avg_ts"].as_f64().unwrap();
+    assert!(
+        (ts - 12e9 / row["avg_ns"].as_f64().unwrap()).abs() < 1e-6 * ts,
+        "{ts}"
+    );
 }
 
 /// llama-perplexity's scheme on a short text: chunks of -c 16, half scored.

@@ -467,3 +467,56 @@ fn q4_0_weights_are_repacked_for_variants_with_a_layout() {
     assert!(max_diff(&a, &b) < 0.05, "{}", max_diff(&a, &b));
     assert_eq!(argmax(&a), argmax(&b));
 }
+
+/// The engine's log (the CLI's --verbose, JS's toggleNativeLog): loading a
+/// model and making a context send their lines to the sink; without a sink
+/// nothing is sent.
+#[test]
+fn the_log_sink_hears_the_model_and_the_context() {
+    use std::sync::Mutex;
+    let lines: Arc<Mutex<Vec<(lamina::log::LogLevel, String)>>> = Arc::default();
+    let heard = lines.clone();
+    lamina::log::set_log_sink(Some(Arc::new(move |level, text: &str| {
+        heard.lock().unwrap().push((level, text.to_string()));
+    })));
+    let file =
+        GgufFile::from_bytes(read_file(&model_path("SmolLM2-135M-Instruct.Q4_1.gguf"))).unwrap();
+    let device = CpuDevice::new(None).unwrap();
+    let model = Arc::new(Model::load(Arc::new(file), device.shared(), None).unwrap());
+    let ctx = Context::new(
+        model.clone(),
+        ContextParams {
+            n_ctx: 96,
+            ..ContextParams::default()
+        },
+    )
+    .unwrap();
+    lamina::log::set_log_sink(None);
+    let got = lines.lock().unwrap().clone();
+    let has = |prefix: &str| {
+        got.iter()
+            .any(|(l, t)| *l == lamina::log::LogLevel::Info && t.starts_with(prefix))
+    };
+    assert!(
+        has("model: llama (30 layers, 576 embd, 49152 tokens"),
+        "{got:?}"
+    );
+    assert!(
+        has(&format!(
+            "context: n_ctx = 96, n_batch = 96, n_ubatch = 96, {} threads, variant {}",
+            ctx.n_threads(),
+            ctx.cpu_variant()
+        )),
+        "{got:?}"
+    );
+    let n = lines.lock().unwrap().len();
+    Context::new(
+        model,
+        ContextParams {
+            n_ctx: 64,
+            ..ContextParams::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(lines.lock().unwrap().len(), n, "no sink, no lines");
+}

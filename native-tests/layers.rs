@@ -18,6 +18,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("error", 0),
     ("stopwatch", 0),
     ("memory", 0),
+    ("log", 0),
     ("tensor", 1),
     ("output_file", 1),
     ("gguf", 2),

@@ -58,11 +58,47 @@ export function init({ build = 'single-thread', threads = 1, reason = defaultRea
         poolThreads = module.threadPoolStarted();
       }
       wasm = module;
+      wasm.setLogCallback(logCallback ?? undefined);
       return { build: module.buildKind(), ...isa, threads: poolThreads, reason };
     })();
     ready.catch(() => { ready = null; });
   }
   return ready;
+}
+
+/** The function that hears the engine's log lines, or null. */
+let logCallback = null;
+const logListeners = new Set();
+
+/**
+ * Sends the engine's log lines to `callback(level, text)` (null: none).
+ * Before the engine is loaded the choice waits for it, so a worker can set
+ * it before it knows which build to load.
+ */
+export function setLogCallback(callback) {
+  logCallback = callback;
+  wasm?.setLogCallback(callback ?? undefined);
+}
+
+/** llama.rn's `toggleNativeLog(enabled)`: the engine's log to the listeners, or off. */
+export async function toggleNativeLog(enabled) {
+  const hear = (level, text) => {
+    for (const listener of logListeners) {
+      try {
+        listener(level, text);
+      } catch {
+        // A listener's error is its own; the other listeners still hear.
+      }
+    }
+  };
+  setLogCallback(enabled ? hear : null);
+}
+
+/** llama.rn's `addNativeLogListener(listener)`: `listener(level, text)` per log line; `{ remove }`. */
+export function addNativeLogListener(listener) {
+  if (typeof listener !== 'function') throw new TypeError('addNativeLogListener: listener must be a function');
+  logListeners.add(listener);
+  return { remove: () => logListeners.delete(listener) };
 }
 
 /** Which build runs: `{ build: 'single-thread' | 'threaded', simd, simd_reason, threads, reason }`. */
@@ -496,14 +532,12 @@ export class LlamaContext {
   /**
    * llama.rn's `bench(pp, tg, pl, nr)`: `{ modelDesc, modelSize, modelNParams,
    * ppAvg, ppStd, tgAvg, tgStd }` in tokens/s over `nr` runs, and `rows`,
-   * llama-bench's rows. One sequence: `pl` (parallel sequences) must be 1.
+   * llama-bench's rows. `tg` runs in `pl` sequences at once (one decode per
+   * step for all; `tgAvg` counts every sequence's tokens), as llama.rn's.
    */
   async bench(pp = 128, tg = 64, pl = 1, nr = 3) {
     // wasm-bindgen would wrap -1 to 4294967295: counts are checked here.
-    const counts = [count('bench: pp', pp), count('bench: tg', tg), count('bench: nr', nr)];
-    if (count('bench: pl', pl) !== 1) {
-      throw new RangeError(`bench: pl (parallel sequences) must be 1, got ${pl}: lamina benchmarks one sequence`);
-    }
+    const counts = [count('bench: pp', pp), count('bench: tg', tg), count('bench: nr', nr), count('bench: pl', pl)];
     const rows = guard(() => this.#ctx().bench(...counts));
     const info = guard(() => this.#ctx().contextInfo());
     const pp_row = rows.find((r) => r.n_prompt > 0);

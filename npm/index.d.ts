@@ -276,7 +276,7 @@ export declare class LlamaContext {
   embedding(text: string, params?: EmbeddingParams): Promise<EmbeddingResult>;
   /** Best first; needs a reranker loaded with pooling_type 'rank'. */
   rerank(query: string, documents: string[], params?: RerankParams): Promise<RerankResult[]>;
-  /** llama.rn's bench: tokens/s over `nr` runs; `pl` (parallel sequences) must be 1. */
+  /** llama.rn's bench: tokens/s over `nr` runs; tg in `pl` sequences at once. */
   bench(pp?: number, tg?: number, pl?: number, nr?: number): Promise<BenchResult>;
   /** The prompt `messages` make with the model's template or `template` (Jinja text or a built-in name). */
   getFormattedChat(
@@ -284,6 +284,18 @@ export declare class LlamaContext {
     template?: string | null,
     options?: { jinja?: boolean },
   ): Promise<{ type: 'jinja' | 'llama-chat'; prompt: string }>;
+  /** llama.rn's parallel mode: several completions at once on this context. */
+  parallel: {
+    enable(config?: { n_parallel?: number; n_batch?: number }): Promise<boolean>;
+    configure(config: { n_parallel?: number; n_batch?: number }): Promise<boolean>;
+    disable(): Promise<boolean>;
+    /** Resolves once queued; `promise` gives the result, `stop()` ends the request. */
+    completion(
+      params: CompletionParams,
+      onToken?: (requestId: number, data: TokenData) => void,
+    ): Promise<{ requestId: number; promise: Promise<CompletionResult>; stop: () => Promise<boolean> }>;
+    getStatus(): Promise<ParallelStatus>;
+  };
   /**
    * llama.rn's saveSession: the prompt cache's first `tokenSize` tokens (0 or
    * less: all) to a file path (Node) or an OPFS file (browsers); the tokens saved.
@@ -312,3 +324,23 @@ export declare function loadModel(
   params?: LoadParams,
   options?: { onProgress?: (fraction: number) => void; signal?: AbortSignal },
 ): Promise<LlamaContext>;
+
+/** llama.rn's parallel status. */
+export interface ParallelStatus {
+  n_parallel: number;
+  active_slots: number;
+  queued_requests: number;
+  requests: Array<{
+    request_id: number;
+    state: 'queued' | 'processing_prompt' | 'generating';
+    prompt_length: number;
+    tokens_generated: number;
+  }>;
+}
+
+/** llama.rn's toggleNativeLog: the engine's log (model, context, kernel variant) to the listeners, or off. */
+export declare function toggleNativeLog(enabled: boolean): Promise<void>;
+/** llama.rn's addNativeLogListener: `listener(level, text)` for each engine log line. */
+export declare function addNativeLogListener(listener: (level: 'debug' | 'info' | 'warn' | 'error', text: string) => void): {
+  remove: () => void;
+};

@@ -16,6 +16,8 @@ export const modelInfo = api.modelInfo;
 export const loadModel = api.loadModel;
 export const LlamaContext = api.LlamaContext;
 export const _testPanic = api._testPanic;
+export const toggleNativeLog = api.toggleNativeLog;
+export const addNativeLogListener = api.addNativeLogListener;
 
 /**
  * llama.rn's `initLlama({ model, ...params }, onProgress)`: `loadModel(model,

@@ -72,6 +72,25 @@ function startWorker(receive, fail) {
   return { post: (message) => worker.postMessage(message), busy: () => {}, terminate: () => worker.terminate() };
 }
 
+/** The engine's log (llama.rn's toggleNativeLog): on or off in every worker. */
+let logEnabled = false;
+const logListeners = new Set();
+/** The live workers, told when the log is toggled. */
+const connections = new Set();
+
+/** llama.rn's `toggleNativeLog(enabled)`: every model's engine log to the listeners, or off. */
+export async function toggleNativeLog(enabled) {
+  logEnabled = Boolean(enabled);
+  await Promise.all([...connections].map((c) => c.call('log', { enabled: logEnabled }).catch(() => {})));
+}
+
+/** llama.rn's `addNativeLogListener(listener)`: `listener(level, text)` per log line; `{ remove }`. */
+export function addNativeLogListener(listener) {
+  if (typeof listener !== 'function') throw new TypeError('addNativeLogListener: listener must be a function');
+  logListeners.add(listener);
+  return { remove: () => logListeners.delete(listener) };
+}
+
 /** One worker and its outstanding requests. */
 class Connection {
   #worker;
@@ -84,9 +103,22 @@ class Connection {
       (data) => this.#receive(data),
       (error) => this.close(error),
     );
+    connections.add(this);
+    // Before any other request, so loading is logged too.
+    if (logEnabled) this.call('log', { enabled: true }).catch(() => {});
   }
 
-  #receive({ id, result, error, errorName, stopped, progress, token }) {
+  #receive({ id, result, error, errorName, stopped, progress, token, log }) {
+    if (log !== undefined) {
+      for (const listener of logListeners) {
+        try {
+          listener(log.level, log.text);
+        } catch {
+          // A listener's error is its own; the other listeners still hear.
+        }
+      }
+      return;
+    }
     const request = this.#pending.get(id);
     if (!request) return;
     if (progress !== undefined) return request.onProgress?.(progress);
@@ -125,6 +157,7 @@ class Connection {
   close(reason = new Error('this LlamaContext was released')) {
     if (this.#closed) return;
     this.#closed = reason;
+    connections.delete(this);
     this.#worker.terminate();
     for (const request of this.#pending.values()) request.reject(reason);
     this.#pending.clear();

@@ -80,6 +80,7 @@ const ops = {
   bench: ({ pp, tg, pl, nr }) => loaded().bench(pp, tg, pl, nr),
   embedding: ({ text, params }) => loaded().embedding(text, params),
   rerank: ({ query, documents, params }) => loaded().rerank(query, documents, params),
+  log: ({ enabled }) => engine.setLogCallback(enabled ? (level, text) => post({ log: { level, text } }) : null),
   panic: ({ message }) => engine._testPanic(message),
   outOfMemory: () => engine._testOutOfMemory(),
 };

@@ -26,6 +26,9 @@ pub struct BenchResult {
     pub n_gen: usize,
     /// Tokens already in the cache when the test starts (llama-bench `-d`).
     pub n_depth: usize,
+    /// Sequences generating at once in the `tg` test (llama.rn's `pl`);
+    /// its tokens/s count every sequence's tokens.
+    pub n_parallel: usize,
     pub avg_ns: f64,
     pub stddev_ns: f64,
     pub avg_ts: f64,
@@ -97,22 +100,35 @@ fn run_pp(ctx: &mut Context, n: usize, depth: usize, rng: &mut Lcg) -> Result<f6
     Ok(t.elapsed_ms())
 }
 
-/// Milliseconds of `n` generated tokens after `depth` cached ones.
-fn run_tg(ctx: &mut Context, n: usize, depth: usize, rng: &mut Lcg) -> Result<f64> {
+/// Milliseconds of `n` generated tokens in each of `pl` sequences after
+/// `depth` cached ones they share (llama.rn's `pl`: one decode per step
+/// carries a token of every sequence).
+fn run_tg(ctx: &mut Context, n: usize, depth: usize, pl: usize, rng: &mut Lcg) -> Result<f64> {
     fill(ctx, depth, rng)?;
+    for seq in 1..pl {
+        ctx.kv_seq_cp(0, seq as u32, -1, -1)?;
+    }
     let n_vocab = ctx.model().vocab.len();
-    let mut token = if depth == 0 {
-        first_token(ctx, rng)
-    } else {
-        rng.next(n_vocab)
-    };
-    let mut batch = Batch::new(1);
+    let mut tokens: Vec<u32> = (0..pl)
+        .map(|_| {
+            if depth == 0 {
+                first_token(ctx, rng)
+            } else {
+                rng.next(n_vocab)
+            }
+        })
+        .collect();
+    let mut batch = Batch::new(pl);
     let t = Stopwatch::start();
     for pos in depth..depth + n {
         batch.clear();
-        batch.add(token, pos as i32, &[0], true)?;
+        for (seq, &token) in tokens.iter().enumerate() {
+            batch.add(token, pos as i32, &[seq as u32], true)?;
+        }
         ctx.decode(&batch)?;
-        token = rng.next(n_vocab);
+        for token in &mut tokens {
+            *token = rng.next(n_vocab);
+        }
     }
     Ok(t.elapsed_ms())
 }
@@ -167,6 +183,26 @@ pub fn bench_at_depth(
     reps: usize,
     depth: usize,
 ) -> Result<Vec<BenchResult>> {
+    bench_parallel(ctx, model_filename, n_prompt, n_gen, reps, depth, 1)
+}
+
+/// `bench_at_depth` with the `tg` test generating in `pl` sequences at once
+/// (its tokens/s count all of them, as llama.rn's `bench(pp, tg, pl, nr)`).
+pub fn bench_parallel(
+    ctx: &mut Context,
+    model_filename: &str,
+    n_prompt: usize,
+    n_gen: usize,
+    reps: usize,
+    depth: usize,
+    pl: usize,
+) -> Result<Vec<BenchResult>> {
+    if pl == 0 || pl > crate::context::MAX_SEQUENCES || pl > ctx.params().n_batch {
+        return Err(Error::InvalidArgument(format!(
+            "pl (parallel sequences) must be between 1 and {}, got {pl}",
+            crate::context::MAX_SEQUENCES.min(ctx.params().n_batch)
+        )));
+    }
     if depth > 0 && !ctx.model().can_generate() {
         return Err(Error::InvalidArgument(
             "an encoder keeps no cache: the depth must be 0".into(),
@@ -177,10 +213,10 @@ pub fn bench_at_depth(
             "repetitions must be at least 1".into(),
         ));
     }
-    if n_prompt.max(n_gen).saturating_add(depth) > ctx.n_ctx() {
+    let largest = n_prompt.max(n_gen.saturating_mul(pl));
+    if largest.saturating_add(depth) > ctx.n_ctx() {
         return Err(Error::InvalidArgument(format!(
-            "a test of {} tokens after {depth} cached ones does not fit the context of {}",
-            n_prompt.max(n_gen),
+            "a test of {largest} tokens after {depth} cached ones does not fit the context of {}",
             ctx.n_ctx()
         )));
     }
@@ -200,7 +236,7 @@ pub fn bench_at_depth(
             if np > 0 {
                 run_pp(ctx, np, depth, rng)
             } else {
-                run_tg(ctx, ng, depth, rng)
+                run_tg(ctx, ng, depth, pl, rng)
             }
         };
         run(ctx, &mut rng)?;
@@ -211,7 +247,7 @@ pub fn bench_at_depth(
         for _ in 0..reps {
             samples_ns.push(run(ctx, &mut rng)? * 1e6);
         }
-        let n = (np + ng) as f64;
+        let n = (np + ng * pl) as f64;
         let samples_ts: Vec<f64> = samples_ns.iter().map(|ns| n * 1e9 / ns).collect();
         let (avg_ns, stddev_ns) = stats(&samples_ns);
         let (avg_ts, stddev_ts) = stats(&samples_ts);
@@ -229,6 +265,7 @@ pub fn bench_at_depth(
             n_prompt: np,
             n_gen: ng,
             n_depth: depth,
+            n_parallel: if ng > 0 { pl } else { 1 },
             avg_ns,
             stddev_ns,
             avg_ts,

@@ -12,6 +12,7 @@ pub mod gguf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod kernel_bench;
 pub mod kv;
+pub mod log;
 pub mod memory;
 pub mod model;
 pub mod output_file;

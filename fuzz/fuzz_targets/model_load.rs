@@ -2,7 +2,8 @@
 //! model with real tensor names and shapes, its metadata and tensors mutated
 //! as the input says (keys set to values of any type, removed; tensors
 //! reshaped, retyped, dropped). Loading must give a model or an error; a
-//! model that loads must make a context and decode without panicking.
+//! model that loads must make a context and decode without panicking, and a
+//! session saved from it, edited, must load or fail without changing it.
 #![no_main]
 
 use std::sync::Arc;
@@ -194,6 +195,47 @@ fuzz_target!(|data: &[u8]| {
                 .logits(-1)
                 .expect("the last token's logits after a decode");
             assert_eq!(logits.len(), model.n_vocab());
+            ctx.set_prompt_cache(&ids);
+            session_round_trip(&mut ctx, data);
         }
     }
 });
+
+/// A session of the decoded tokens, edited as the input's last bytes say
+/// (bytes flipped, the file cut) and, mostly, resealed with a valid checksum
+/// so the edits reach the sizes and fields behind it: loading gives the
+/// session or an error, and an error leaves the context as it was.
+fn session_round_trip(ctx: &mut Context, data: &[u8]) {
+    let Ok(mut bytes) = lamina::session::save_bytes(ctx, None) else {
+        return;
+    };
+    let mut reseal = true;
+    for op in data.rchunks_exact(6).take(4) {
+        let at = u16::from_le_bytes([op[1], op[2]]) as usize % bytes.len();
+        match op[0] % 4 {
+            0 | 1 => bytes[at] ^= op[3].max(1),
+            2 => bytes.truncate(at.max(1)),
+            _ => reseal = op[4] & 1 == 0,
+        }
+    }
+    if reseal && bytes.len() > 8 {
+        let body = bytes.len() - 8;
+        let sum = lamina::session::checksum(&bytes[..body]);
+        bytes[body..].copy_from_slice(&sum.to_le_bytes());
+    }
+    let before = ctx.prompt_cache().to_vec();
+    match lamina::session::load_bytes(ctx, &bytes) {
+        Ok(loaded) => {
+            assert_eq!(ctx.prompt_cache().len(), loaded.tokens_loaded);
+            let next = before.first().copied().unwrap_or(0);
+            if let Ok(batch) = Batch::for_sequence(&[next], loaded.tokens_loaded as i32, 0) {
+                let _ = ctx.decode(&batch);
+            }
+        }
+        Err(_) => assert_eq!(
+            ctx.prompt_cache(),
+            before.as_slice(),
+            "a failed load changed the context"
+        ),
+    }
+}

@@ -94,6 +94,7 @@ impl Parallel {
         }
         ctx.kv_clear();
         ctx.abort_handle().reset();
+        crate::log_info!("parallel: {n_parallel} slots of {n_ctx_slot} positions");
         Ok(Parallel {
             slots: (0..n_parallel).map(|_| None).collect(),
             queue: VecDeque::new(),

@@ -177,6 +177,17 @@ impl Context {
         } else {
             params.n_batch
         };
+        crate::log_info!(
+            "context: n_ctx = {}, n_batch = {}, n_ubatch = {}, {} threads, variant {}, KV cache {}/{} {:.2} MiB",
+            params.n_ctx,
+            params.n_batch,
+            params.n_ubatch,
+            backend.n_threads(),
+            backend.variant_name(),
+            kv.type_k().name(),
+            kv.type_v().name(),
+            kv.size_bytes() as f64 / (1u64 << 20) as f64
+        );
         Ok(Context {
             state: model.arch().new_state(max_tokens, params.n_ctx)?,
             scratch: DecodeScratch {

@@ -217,12 +217,27 @@ impl Model {
                 vocab.len()
             )));
         }
-        Ok(Model {
+        let model = Model {
             vocab,
             arch,
             file,
             device,
-        })
+        };
+        if crate::log::log_enabled() {
+            let tensors = model.file.tensors();
+            crate::log_info!(
+                "model: {} ({} layers, {} embd, {} tokens in the vocabulary, context {} trained), {} tensors, {:.2} MiB, on {}",
+                model.arch_name(),
+                model.n_layer(),
+                model.n_embd(),
+                model.n_vocab(),
+                model.n_ctx_train(),
+                tensors.len(),
+                tensors.iter().map(|t| t.n_bytes).sum::<u64>() as f64 / (1u64 << 20) as f64,
+                model.device.description()
+            );
+        }
+        Ok(model)
     }
 
     pub fn arch(&self) -> &dyn Architecture {

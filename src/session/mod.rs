@@ -57,6 +57,11 @@ pub fn save_bytes(ctx: &Context, max_tokens: Option<usize>) -> Result<Vec<u8>> {
 pub fn load_bytes(ctx: &mut Context, bytes: &[u8]) -> Result<LoadedSession> {
     let state = decode(ctx.model(), bytes)?;
     ctx.load_state(&state)?;
+    crate::log_info!(
+        "session: loaded {} tokens ({} bytes)",
+        state.tokens.len(),
+        bytes.len()
+    );
     Ok(LoadedSession {
         tokens_loaded: state.tokens.len(),
         prompt: String::from_utf8_lossy(&ctx.model().vocab.detokenize(&state.tokens, true))

@@ -551,11 +551,26 @@ impl JsLlamaContext {
         json_to_js(&serde_json::to_value(results).map_err(|e| JsError::new(&e.to_string()))?)
     }
 
-    /// llama-bench's pp and tg tests: a list of result rows.
-    pub fn bench(&mut self, pp: usize, tg: usize, reps: Option<usize>) -> Result<JsValue, JsError> {
+    /// llama-bench's pp and tg tests (tg in `pl` sequences at once): a list
+    /// of result rows.
+    pub fn bench(
+        &mut self,
+        pp: usize,
+        tg: usize,
+        reps: Option<usize>,
+        pl: Option<usize>,
+    ) -> Result<JsValue, JsError> {
         self.check_idle()?;
-        let rows =
-            crate::bench::bench(&mut self.ctx, "", pp, tg, reps.unwrap_or(3)).map_err(js_error)?;
+        let rows = crate::bench::bench_parallel(
+            &mut self.ctx,
+            "",
+            pp,
+            tg,
+            reps.unwrap_or(3),
+            0,
+            pl.unwrap_or(1),
+        )
+        .map_err(js_error)?;
         json_to_js(&serde_json::to_value(rows).map_err(|e| JsError::new(&e.to_string()))?)
     }
 

@@ -85,6 +85,32 @@ pub fn thread_pool_started() -> usize {
     crate::parallel::global_pool_threads()
 }
 
+thread_local! {
+    /// The JS function that hears the engine's log (`setLogCallback`).
+    static LOG_CALLBACK: std::cell::RefCell<Option<js_sys::Function>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Sends the engine's log lines to `callback(level, text)`, or with
+/// `undefined` stops them (llama.rn's `toggleNativeLog`). Lines logged on
+/// the pool's threads of the threaded build are not forwarded: the model
+/// and the context log from the calling thread.
+#[wasm_bindgen(js_name = setLogCallback)]
+pub fn set_log_callback(callback: Option<js_sys::Function>) {
+    let on = callback.is_some();
+    LOG_CALLBACK.with(|c| *c.borrow_mut() = callback);
+    let sink: crate::log::LogSink =
+        std::sync::Arc::new(|level: crate::log::LogLevel, text: &str| {
+            LOG_CALLBACK.with(|c| {
+                if let Some(f) = &*c.borrow() {
+                    // A listener that throws must not stop the engine.
+                    let _ = f.call2(&JsValue::NULL, &level.name().into(), &text.into());
+                }
+            });
+        });
+    crate::log::set_log_sink(on.then_some(sink));
+}
+
 fn js_error(e: crate::Error) -> JsError {
     JsError::new(&e.to_string())
 }

@@ -150,7 +150,7 @@ test('errors are Errors with the engine message', async () => {
   // Counts are not wrapped: -1 is not 4294967295 repetitions.
   await assert.rejects(ctx.bench(8, 0, 1, -1), { name: 'RangeError', message: /bench: nr must be a whole number/ });
   await assert.rejects(ctx.bench(8.5, 4, 1, 1), /bench: pp must be a whole number/);
-  await assert.rejects(ctx.bench(8, 4, 2, 1), { name: 'RangeError', message: /bench: pl \(parallel sequences\) must be 1/ });
+  await assert.rejects(ctx.bench(8, 4, 0, 1), /pl \(parallel sequences\) must be between 1 and 64, got 0/);
   await assert.rejects(ctx.detokenize([1, -1]), { name: 'RangeError', message: /detokenize: id 1 must be a whole number/ });
   await assert.rejects(ctx.detokenize(7), { name: 'TypeError', message: 'detokenize: ids must be an array of token ids' });
   // Strings are checked too: the glue would read a number's length as a string's.
@@ -198,6 +198,11 @@ test('bench(pp, tg, pl, nr) reports as llama.rn, with llama-bench rows', async (
   // SmolLM2-135M: 134.5 M parameters, about 85 MB as Q4_1.
   assert.ok(b.modelNParams > 130e6 && b.modelNParams < 140e6, `${b.modelNParams}`);
   assert.ok(b.modelSize > 70e6 && b.modelSize < 100e6, `${b.modelSize}`);
+  // tg in 4 sequences at once: 16 tokens a run, counted in tgAvg.
+  const p = await ctx.bench(0, 4, 4, 1);
+  assert.equal(p.rows.length, 1);
+  assert.equal(p.rows[0].n_parallel, 4);
+  assert.ok(Math.abs(p.tgAvg - 16e9 / p.rows[0].avg_ns) < 1e-6 * p.tgAvg, `${p.tgAvg}`);
 });
 
 test('initLlama, result fields and n_keep/ctx_shift as llama.rn has them', async () => {

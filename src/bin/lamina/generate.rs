@@ -442,6 +442,10 @@ pub struct BenchArgs {
     /// Tokens in the cache before each test (llama-bench's -d).
     #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
     pub depth: usize,
+    /// Sequences generating at once in the tg test (llama.rn's bench pl);
+    /// its t/s count all of them.
+    #[arg(long = "parallel", visible_alias = "pl", default_value_t = 1)]
+    pub n_parallel: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -449,8 +453,15 @@ pub struct BenchArgs {
 pub fn bench(registry: &CpuRegistry, threads: usize, a: BenchArgs) -> lamina::Result<()> {
     let mut ctx = a.model.open(registry, threads)?;
     let name = file_name(&a.model.model);
-    let results =
-        lamina::bench::bench_at_depth(&mut ctx, &name, a.n_prompt, a.n_gen, a.reps, a.depth)?;
+    let results = lamina::bench::bench_parallel(
+        &mut ctx,
+        &name,
+        a.n_prompt,
+        a.n_gen,
+        a.reps,
+        a.depth,
+        a.n_parallel,
+    )?;
     if a.json {
         let v = serde_json::to_string_pretty(&results).map_err(|e| {
             lamina::Error::InvalidArgument(format!("cannot encode the results: {e}"))
@@ -467,6 +478,9 @@ pub fn bench(registry: &CpuRegistry, threads: usize, a: BenchArgs) -> lamina::Re
         } else {
             format!("tg{}", r.n_gen)
         };
+        if r.n_parallel > 1 {
+            test += &format!(" x{}", r.n_parallel);
+        }
         if r.n_depth > 0 {
             test += &format!(" @ d{}", r.n_depth);
         }

@@ -33,6 +33,9 @@ mod cli {
         /// quantize); default: the machine's cores, at most 4.
         #[arg(short = 't', long, global = true)]
         threads: Option<usize>,
+        /// Print the engine's log on stderr (the model, the context, the kernel variant).
+        #[arg(short = 'v', long, global = true)]
+        verbose: bool,
     }
 
     #[derive(Subcommand)]
@@ -116,6 +119,11 @@ mod cli {
 
     pub fn main() -> ExitCode {
         let cli = Cli::parse();
+        if cli.verbose {
+            lamina::log::set_log_sink(Some(std::sync::Arc::new(|level, text: &str| {
+                eprintln!("lamina [{}]: {text}", level.name());
+            })));
+        }
         let threads = cli.threads.unwrap_or_else(lamina::context::default_threads);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         if threads > cores {
