@@ -366,7 +366,12 @@ export class LlamaContext {
           const request = this.#requests.get(event.request_id);
           if (!request) continue;
           if (event.token) {
-            request.onToken?.(event.request_id, event.token);
+            try {
+              request.onToken?.(event.request_id, event.token);
+            } catch {
+              // A callback that throws stops its own request only.
+              guard(() => this.#inner.parallelCancel(event.request_id));
+            }
             continue;
           }
           this.#requests.delete(event.request_id);

@@ -79,6 +79,12 @@ impl Parallel {
                 MAX_SEQUENCES - 1
             )));
         }
+        if n_parallel > ctx.params().n_batch {
+            return Err(Error::InvalidArgument(format!(
+                "n_parallel = {n_parallel} is more than n_batch = {}: one decode carries a token of every slot",
+                ctx.params().n_batch
+            )));
+        }
         let n_ctx_slot = ctx.n_ctx() / n_parallel;
         if n_ctx_slot < 8 {
             return Err(Error::InvalidArgument(format!(
