@@ -20,10 +20,11 @@
 //! | per layer | `n` K rows then `n` V rows, as the cache stores them |
 //! | 8 | checksum of everything before it (`checksum`) |
 //!
-//! Reading checks the checksum before anything else, then every size
-//! against the bytes present before allocating; loading checks the model,
-//! the cache types and the context size before changing the context, so a
-//! corrupt file or another model's session is an error that changes nothing.
+//! Reading checks the magic, the version and the checksum before anything
+//! else, then every size against the bytes present before allocating;
+//! loading checks the model, the cache types and the context size before
+//! changing the context, so a corrupt file or another model's session is an
+//! error that changes nothing.
 
 mod hash;
 
