@@ -156,6 +156,16 @@ export interface CompletionParams {
   chat_template?: string;
   /** Render `messages` with the template's Jinja even where a built-in format matches. */
   jinja?: boolean;
+  /** OpenAI tool definitions; with them (or `jinja`) the output is parsed into `content`, `reasoning_content` and `tool_calls`. */
+  tools?: { type: 'function'; function: { name: string; description?: string; parameters?: object } }[];
+  tool_choice?: 'auto' | 'required' | 'none';
+  parallel_tool_calls?: boolean;
+  /** Passed to the template (Qwen3 closes its thinking block when false). Default true. */
+  enable_thinking?: boolean;
+  /** 'auto' (default) or 'deepseek': reasoning into `reasoning_content`; 'none': left in the content. */
+  reasoning_format?: 'none' | 'auto' | 'deepseek';
+  /** More template variables. */
+  chat_template_kwargs?: Record<string, unknown>;
   /** Prompt tokens kept when a prompt is cut or the context shifts (-1: all). */
   n_keep?: number;
   /** This completion's context shifting (default: the load's `ctx_shift`). */
@@ -189,10 +199,20 @@ export interface TokenProb {
   prob: number;
 }
 
+export interface ToolCall {
+  type: 'function';
+  function: { name: string; arguments: string };
+  id?: string;
+}
+
 export interface TokenData {
   token: string;
   id: number;
   completion_probabilities: TokenProb[];
+  /** For parsed chats: the message so far (a marker being written held back, calls once complete). */
+  content?: string;
+  reasoning_content?: string;
+  tool_calls?: ToolCall[];
 }
 
 export interface Timings {
@@ -208,7 +228,12 @@ export interface Timings {
 
 export interface CompletionResult {
   text: string;
+  /** The text without reasoning and tool calls (the text itself when not parsed). */
   content: string;
+  reasoning_content?: string;
+  tool_calls?: ToolCall[];
+  /** The output format the text was parsed in ('hermes', 'qwen3-coder', 'llama3', 'mistral', 'gemma4', ...; 'content' when not parsed). */
+  chat_format: string;
   prompt: string;
   prompt_ids: number[];
   generated_ids: number[];

@@ -101,6 +101,18 @@ impl JinjaTemplate {
     }
 }
 
+impl JinjaTemplate {
+    /// Renders with `context` (a JSON object) as the template's variables:
+    /// the path that passes tools, `enable_thinking` and template kwargs.
+    pub fn render_json(&self, context: &serde_json::Value) -> Result<String, Error> {
+        use serde::Deserialize;
+        let context = Value::deserialize(context).map_err(|e| {
+            Error::new(ErrorKind::BadSerialization, "template variables").with_source(e)
+        })?;
+        self.env.get_template(NAME)?.render(context)
+    }
+}
+
 /// transformers' `{% generation %}...{% endgeneration %}` marks the assistant's
 /// text for training masks and renders its body unchanged; minijinja has no
 /// such tag, so it becomes `{% if true %}...{% endif %}`, which renders the

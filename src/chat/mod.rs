@@ -10,6 +10,8 @@
 //! - `family.rs`: the families and their names
 //! - `detect.rs`: which family a template text belongs to
 //! - `builtin.rs`: the built-in formatters
+//! - `message.rs`: messages, with reasoning and tool calls
+//! - `tools/`: tools, reasoning and their output formats (`apply_chat`)
 //! - `jinja.rs`: the Jinja renderer (with `pyjson.rs` for `tojson` and
 //!   `clock.rs` for `strftime_now`)
 
@@ -18,9 +20,9 @@ mod clock;
 mod detect;
 mod family;
 mod jinja;
+mod message;
 mod pyjson;
-
-use serde::{Deserialize, Serialize};
+pub mod tools;
 
 use crate::error::{Error, Result};
 use crate::gguf::Metadata;
@@ -28,25 +30,9 @@ use crate::gguf::Metadata;
 pub use clock::strftime;
 pub use detect::detect_family;
 pub use family::ChatFamily;
+pub use message::{ChatMessage, ToolCall};
 
 use jinja::{JinjaTemplate, RenderInput};
-
-/// One turn of a conversation: `role` is usually "system", "user" or
-/// "assistant"; templates decide what other roles mean.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
-}
-
-impl ChatMessage {
-    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
-        ChatMessage {
-            role: role.into(),
-            content: content.into(),
-        }
-    }
-}
 
 /// The metadata key holding a model's Jinja chat template.
 pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
@@ -179,20 +165,7 @@ impl ChatTemplate {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String> {
-        let template = match &self.jinja {
-            None => {
-                return Err(Error::ChatTemplate(format!(
-                    "'{}' is a built-in family name, not a Jinja template",
-                    self.source
-                )))
-            }
-            Some(Err(why)) => {
-                return Err(Error::ChatTemplate(format!(
-                    "the template does not parse: {why}"
-                )))
-            }
-            Some(Ok(t)) => t,
-        };
+        let template = self.compiled()?;
         let input = RenderInput {
             messages,
             add_generation_prompt,
@@ -202,6 +175,23 @@ impl ChatTemplate {
         template
             .render(&input)
             .map_err(|e| Error::ChatTemplate(jinja::describe_error(&e)))
+    }
+}
+
+impl ChatTemplate {
+    /// The parsed Jinja text: an error when the template is a family name or
+    /// does not parse.
+    fn compiled(&self) -> Result<&JinjaTemplate> {
+        match &self.jinja {
+            None => Err(Error::ChatTemplate(format!(
+                "'{}' is a built-in family name, not a Jinja template",
+                self.source
+            ))),
+            Some(Err(why)) => Err(Error::ChatTemplate(format!(
+                "the template does not parse: {why}"
+            ))),
+            Some(Ok(t)) => Ok(t),
+        }
     }
 }
 

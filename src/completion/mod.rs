@@ -9,11 +9,13 @@
 pub mod parallel;
 pub mod stop;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::chat::ChatMessage;
+use crate::chat::tools::{ChatOptions, ChatParser};
+use crate::chat::{ChatMessage, ChatTemplate, ToolCall};
 use crate::context::{Batch, Context, SeqId};
 use crate::error::{Error, Result};
 use crate::sampling::grammar::{Grammar, GrammarState, TokenTable};
@@ -35,6 +37,10 @@ pub struct CompletionParams {
     /// Render `messages` with the template's Jinja even where a built-in
     /// family matches (llama.cpp's `--jinja`).
     pub jinja: bool,
+    /// Tools, `enable_thinking`, reasoning format and template kwargs for
+    /// `messages`; with `jinja` or tools, the output is parsed into
+    /// `content`, `reasoning_content` and `tool_calls`.
+    pub chat: ChatOptions,
     /// Tokens to generate; negative: until something else stops it.
     pub n_predict: i32,
     pub sampling: SamplingParams,
@@ -63,6 +69,7 @@ impl Default for CompletionParams {
             messages: None,
             chat_template: None,
             jinja: false,
+            chat: ChatOptions::default(),
             n_predict: -1,
             sampling: SamplingParams::default(),
             stop: Vec::new(),
@@ -192,6 +199,16 @@ pub struct CompletionResult {
     pub truncated: bool,
     /// The prompt text as evaluated (the rendered chat, for messages).
     pub prompt: String,
+    /// The text without reasoning and tool calls (the text itself when the
+    /// output is not parsed: no messages rendered as Jinja).
+    pub content: String,
+    /// The model's reasoning (`<think>` blocks), when extracted.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub reasoning_content: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The output format the text was parsed in ("content" when not parsed).
+    pub chat_format: &'static str,
     pub timings: Timings,
     /// Per generated token, when `n_probs` > 0.
     pub completion_probabilities: Vec<Vec<TokenProb>>,
@@ -275,6 +292,11 @@ impl GeneratedToken {
 /// makes the result. `Context::completion` drives one to the end.
 pub struct CompletionRun {
     prompt: String,
+    /// Reads the output of a chat rendered with `apply_chat`.
+    parser: Option<ChatParser>,
+    /// Special tokens of the output format (`<tool_call>`, `[TOOL_CALLS]`)
+    /// whose text is kept in the output for the parser.
+    preserved: HashSet<u32>,
     prompt_ids: Vec<u32>,
     cached: usize,
     n_prompt_evaluated: usize,
@@ -363,10 +385,19 @@ impl Context {
             )));
         }
         let n_vocab = model.n_vocab();
+        let mut parser = None;
+        let mut preserved = HashSet::new();
         let prompt = match &params.messages {
             Some(messages) => {
-                crate::chat::ChatTemplate::for_model(&model, params.chat_template.as_deref())?
-                    .format(messages, params.jinja)?
+                let template = ChatTemplate::for_model(&model, params.chat_template.as_deref())?;
+                if params.jinja || !params.chat.tools.is_empty() {
+                    let chat = template.apply_chat(messages, &params.chat)?;
+                    preserved = single_tokens(vocab, &chat.preserved_tokens());
+                    parser = Some(chat.parser);
+                    chat.prompt
+                } else {
+                    template.format(messages, false)?
+                }
             }
             None => params.prompt.clone(),
         };
@@ -446,6 +477,8 @@ impl Context {
         }
         Ok(CompletionRun {
             prompt,
+            parser,
+            preserved,
             n_prompt_evaluated: 0,
             prompt_ids,
             cached,
@@ -643,7 +676,9 @@ impl CompletionRun {
             }));
         }
         self.sampler.accept_generated(id)?;
-        let piece = self.stream.push(&vocab.token_bytes(id, false));
+        let piece = self
+            .stream
+            .push(&vocab.token_bytes(id, self.preserved.contains(&id)));
         let text = match self.stops.push(&piece) {
             Step::Emit(text) => text,
             Step::Stop(text, word) => {
@@ -654,6 +689,15 @@ impl CompletionRun {
         };
         self.pending = Some(id);
         Ok(Some(GeneratedToken { id, text, probs }))
+    }
+
+    /// The message written so far, parsed as a stream (a marker still being
+    /// written held back, tool calls once complete); `None` when the output
+    /// is not parsed.
+    pub fn partial_message(&self) -> Option<ChatMessage> {
+        self.parser
+            .as_ref()
+            .map(|p| p.parse(self.stops.text(), true))
     }
 
     /// Stops the run before its next token (reported as aborted).
@@ -682,8 +726,17 @@ impl CompletionRun {
                 self.stops.finish();
             }
         }
+        let text = self.stops.text().to_string();
+        let message = match &self.parser {
+            Some(parser) => parser.parse(&text, false),
+            None => ChatMessage::new("assistant", text.as_str()),
+        };
         CompletionResult {
-            text: self.stops.text().to_string(),
+            content: message.content,
+            reasoning_content: message.reasoning_content,
+            tool_calls: message.tool_calls,
+            chat_format: self.parser.as_ref().map_or("content", |p| p.format().name),
+            text,
             tokens_predicted: self.generated.len(),
             tokens_evaluated: self.prompt_ids.len(),
             tokens_cached: self.cached,
@@ -707,6 +760,17 @@ impl CompletionRun {
             generated_ids: self.generated,
         }
     }
+}
+
+/// The ids of the `markers` that are one token each in `vocab`.
+fn single_tokens(vocab: &crate::tokenizer::Vocab, markers: &[&str]) -> HashSet<u32> {
+    markers
+        .iter()
+        .filter_map(|m| match vocab.tokenize(m, false, true) {
+            Ok(ids) if ids.len() == 1 => Some(ids[0]),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Frees half of the positions after `n_keep` of sequence `seq` and slides

@@ -11,6 +11,7 @@ use wasm_bindgen::prelude::*;
 use super::params::parse;
 use super::{js_error, json_to_js, JsStreamLoader};
 use crate::backend::cpu::CpuDevice;
+use crate::chat::tools::{ChatOptions, ReasoningFormat, ToolChoice};
 use crate::chat::ChatMessage;
 use crate::completion::parallel::{Parallel, ParallelEvent};
 use crate::completion::{CompletionParams, CompletionResult, CompletionRun};
@@ -113,6 +114,18 @@ struct JsCompletionParams {
     /// llama.rn's native layer takes it); `grammar` wins when both are given.
     json_schema: Option<serde_json::Value>,
     response_format: Option<JsResponseFormat>,
+    /// OpenAI tool definitions; the output's calls come back in `tool_calls`.
+    tools: Option<Vec<serde_json::Value>>,
+    /// "auto", "required" or "none".
+    tool_choice: Option<String>,
+    parallel_tool_calls: bool,
+    /// Passed to the template (Qwen3 closes its thinking block when false).
+    enable_thinking: Option<bool>,
+    /// "auto" (default) or "deepseek": reasoning into `reasoning_content`;
+    /// "none": left in the content.
+    reasoning_format: Option<String>,
+    /// More template variables.
+    chat_template_kwargs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// llama.rn's (and OpenAI's) `response_format`: `{type: "text"}`,
@@ -227,7 +240,25 @@ fn completion_params(
     ctx_shift: bool,
 ) -> Result<CompletionParams, JsError> {
     let mut p: JsCompletionParams = parse("completion parameters", params_json)?;
+    let json_response =
+        p.json_schema.is_some() || p.response_format.as_ref().is_some_and(|f| f.kind != "text");
     let grammar = output_grammar(&mut p)?;
+    let chat = ChatOptions {
+        tools: p.tools.take().unwrap_or_default(),
+        tool_choice: match &p.tool_choice {
+            Some(name) => ToolChoice::from_name(name).map_err(js_error)?,
+            None => ToolChoice::Auto,
+        },
+        parallel_tool_calls: p.parallel_tool_calls,
+        enable_thinking: p.enable_thinking.unwrap_or(true),
+        reasoning_format: match &p.reasoning_format {
+            Some(name) => ReasoningFormat::from_name(name).map_err(js_error)?,
+            None => ReasoningFormat::Auto,
+        },
+        chat_template_kwargs: p.chat_template_kwargs.take().unwrap_or_default(),
+        json_response,
+        ..ChatOptions::default()
+    };
     let d = SamplingParams::default();
     let seed = match p.seed {
         None | Some(-1) => None,
@@ -239,6 +270,7 @@ fn completion_params(
         messages: p.messages,
         chat_template: p.chat_template,
         jinja: p.jinja,
+        chat,
         n_predict: p.n_predict.unwrap_or(-1),
         sampling: SamplingParams {
             temperature: p.temperature.unwrap_or(d.temperature),
@@ -384,11 +416,20 @@ impl JsLlamaContext {
             .ok_or_else(|| JsError::new("no completion is running (call completionStart)"))?;
         match run.next_token(&mut self.ctx).map_err(js_error)? {
             None => Ok(JsValue::UNDEFINED),
-            Some(t) => json_to_js(&serde_json::json!({
-                "token": t.text,
-                "id": t.id,
-                "completion_probabilities": t.probs,
-            })),
+            Some(t) => {
+                let mut data = serde_json::json!({
+                    "token": t.text,
+                    "id": t.id,
+                    "completion_probabilities": t.probs,
+                });
+                // llama.rn's parsed fields so far, for chats read by a parser.
+                if let Some(m) = run.partial_message() {
+                    data["content"] = m.content.into();
+                    data["reasoning_content"] = m.reasoning_content.into();
+                    data["tool_calls"] = serde_json::to_value(&m.tool_calls).unwrap_or_default();
+                }
+                json_to_js(&data)
+            }
         }
     }
 
@@ -411,8 +452,8 @@ impl JsLlamaContext {
     /// A completion's result for JS: `lamina run --json`'s fields plus
     /// llama.rn's `content`, `stopped_word`, `stopped_limit`, `interrupted`.
     fn result_json(&self, result: &CompletionResult) -> Result<serde_json::Value, JsError> {
+        // `content` (llama.rn's field) is serialized by the result itself.
         let mut v = serde_json::to_value(result).map_err(|e| JsError::new(&e.to_string()))?;
-        v["content"] = v["text"].clone();
         // llama.rn's types: the stop word itself ("" when none), the limit as
         // a number (1 when reached), `interrupted` for a stop request.
         v["stopped_word"] = if result.stopped_word {

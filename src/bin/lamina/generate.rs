@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use lamina::backend::cpu::CpuRegistry;
+use lamina::chat::tools::{ChatOptions, ReasoningFormat, ToolChoice};
 use lamina::chat::ChatMessage;
 use lamina::completion::{CompletionParams, TokenEvent};
 use lamina::context::{Context, ContextParams, KvType};
@@ -184,6 +185,19 @@ pub struct RunArgs {
     /// Render --chat with the template's Jinja even where a built-in format matches (llama.cpp's --jinja).
     #[arg(long, requires = "chat")]
     pub jinja: bool,
+    /// Tools the model may call in --chat (OpenAI's JSON array of tool definitions, or a file
+    /// holding it); calls come back in --json's `tool_calls`. Renders with the Jinja template.
+    #[arg(long, requires = "chat")]
+    pub tools: Option<String>,
+    /// Whether a tool may be called: auto, required or none.
+    #[arg(long, requires = "tools", default_value = "auto")]
+    pub tool_choice: String,
+    /// Where reasoning goes: auto or deepseek (--json's `reasoning_content`), none (left in the text).
+    #[arg(long, default_value = "auto")]
+    pub reasoning_format: String,
+    /// Extra template variables for --chat, a JSON object (e.g. '{"enable_thinking": false}').
+    #[arg(long, requires = "chat")]
+    pub chat_template_kwargs: Option<String>,
     /// Print one JSON object at the end instead of streaming.
     #[arg(long)]
     pub json: bool,
@@ -333,6 +347,7 @@ pub fn run(registry: &CpuRegistry, threads: usize, a: RunArgs) -> lamina::Result
         messages,
         chat_template,
         jinja: a.jinja,
+        chat: chat_options(&a)?,
         n_predict: a.n_predict,
         sampling,
         stop: a.stop.clone(),
@@ -554,4 +569,49 @@ fn file_name(p: &Path) -> String {
         || p.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     )
+}
+
+/// --tools, --tool-choice, --reasoning-format and --chat-template-kwargs.
+fn chat_options(a: &RunArgs) -> lamina::Result<ChatOptions> {
+    let bad = |msg: String| lamina::Error::InvalidArgument(msg);
+    let tools = match &a.tools {
+        None => Vec::new(),
+        Some(arg) => {
+            let text = if arg.trim_start().starts_with('[') {
+                arg.clone()
+            } else {
+                read_arg_file("tools", Path::new(arg))?
+            };
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| bad(format!("--tools is not JSON: {e}")))?;
+            match value {
+                serde_json::Value::Array(tools) => tools,
+                _ => {
+                    return Err(bad(
+                        "--tools must be a JSON array of tool definitions".into()
+                    ))
+                }
+            }
+        }
+    };
+    let mut options = ChatOptions {
+        tools,
+        tool_choice: ToolChoice::from_name(&a.tool_choice)?,
+        reasoning_format: ReasoningFormat::from_name(&a.reasoning_format)?,
+        ..ChatOptions::default()
+    };
+    if let Some(kwargs) = &a.chat_template_kwargs {
+        match serde_json::from_str(kwargs)
+            .map_err(|e| bad(format!("--chat-template-kwargs is not JSON: {e}")))?
+        {
+            serde_json::Value::Object(map) => {
+                if let Some(serde_json::Value::Bool(b)) = map.get("enable_thinking") {
+                    options.enable_thinking = *b;
+                }
+                options.chat_template_kwargs = map;
+            }
+            _ => return Err(bad("--chat-template-kwargs must be a JSON object".into())),
+        }
+    }
+    Ok(options)
 }
