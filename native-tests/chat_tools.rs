@@ -328,3 +328,83 @@ fn tool_results_render_and_bad_tools_are_errors() {
     let err = t.apply_chat(&messages, &bad).unwrap_err().to_string();
     assert!(err.contains("a tool needs"), "{err}");
 }
+
+/// The tools' grammar accepts the calls the reference's cases write in each
+/// JSON format (for the offered tools) and refuses a call to another tool or
+/// with arguments of the wrong type; it waits for the opener unless a call
+/// is required.
+#[test]
+fn tool_grammars_hold_calls_to_the_tools() {
+    use lamina::sampling::grammar::Grammar;
+    let mut checked = 0;
+    for case in cases()
+        .iter()
+        .filter(|c| !continues(c) && c["tools"].is_array())
+    {
+        let messages: Vec<ChatMessage> = serde_json::from_value(case["messages"].clone()).unwrap();
+        let mut opts = options(case);
+        opts.parallel_tool_calls = true;
+        let prompt = template(case["template"].as_str().unwrap())
+            .apply_chat(&messages, &opts)
+            .unwrap();
+        let Some(g) = prompt.grammar else { continue };
+        assert_eq!(
+            g.lazy,
+            opts.tool_choice == ToolChoice::Auto || prompt.thinking_forced_open,
+            "{}",
+            label(case)
+        );
+        let grammar = Grammar::parse(&g.grammar, "root", None)
+            .unwrap_or_else(|e| panic!("{e}\n{}", g.grammar));
+        let input = case["input"].as_str().unwrap();
+        let expect: ChatMessage = serde_json::from_value(case["expect"].clone()).unwrap();
+        if expect.tool_calls.is_empty() {
+            continue;
+        }
+        // The grammar starts at the first trigger's match.
+        let trigger = regex::Regex::new(&g.triggers[0]).unwrap();
+        let at = trigger
+            .find(input)
+            .map(|m| m.start())
+            .expect("the output has the opener");
+        assert!(
+            grammar.matches(&input[at..]),
+            "{} does not match\n{}",
+            label(case),
+            g.grammar
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 11, "calls checked");
+
+    let user = [ChatMessage::new("user", "Hey")];
+    let required = ChatOptions {
+        tools: vec![special_function_tool()],
+        tool_choice: ToolChoice::Required,
+        ..ChatOptions::default()
+    };
+    let g = template("Qwen-Qwen2.5-7B-Instruct.jinja")
+        .apply_chat(&user, &required)
+        .unwrap()
+        .grammar
+        .unwrap();
+    assert!(!g.lazy);
+    let grammar = Grammar::parse(&g.grammar, "root", None).unwrap();
+    assert!(grammar.matches(
+        "<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": 7}}\n</tool_call>"
+    ));
+    assert!(!grammar
+        .matches("<tool_call>\n{\"name\": \"other\", \"arguments\": {\"arg1\": 7}}\n</tool_call>"));
+    assert!(!grammar.matches("<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": \"x\"}}\n</tool_call>"));
+    assert!(!grammar.matches("Sure!"));
+    // No grammar where no call may be made.
+    let none = ChatOptions {
+        tool_choice: ToolChoice::None,
+        ..required
+    };
+    assert!(template("Qwen-Qwen2.5-7B-Instruct.jinja")
+        .apply_chat(&user, &none)
+        .unwrap()
+        .grammar
+        .is_none());
+}

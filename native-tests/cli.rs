@@ -856,3 +856,67 @@ fn run_with_a_prompt_cache() {
     assert_eq!(std::fs::metadata(&model).unwrap().len(), before);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn run_with_tools() {
+    let model = model_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let template = golden_path("chat/templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+    let tools = r#"[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]"#;
+    let args = [
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "What is the weather in Paris?",
+        "-n",
+        "64",
+        "--temp",
+        "0",
+        "--json",
+        "--chat",
+        "--chat-template-file",
+        &template,
+        "--tools",
+        tools,
+        "--tool-choice",
+        "required",
+    ];
+    let v: serde_json::Value = serde_json::from_str(&stdout(&lamina(&args))).unwrap();
+    assert_eq!(v["chat_format"], "hermes");
+    assert_eq!(v["tool_calls"][0]["function"]["name"], "get_weather", "{v}");
+    let call: serde_json::Value = serde_json::from_str(
+        v["tool_calls"][0]["function"]["arguments"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(call["city"].is_string(), "{call}");
+    assert!(v["prompt"].as_str().unwrap().contains("<tools>"));
+    // Tools that are not a JSON array, and an unknown choice, are errors.
+    let out = lamina(&[
+        "run", "-m", &model, "-p", "Hi", "--chat", "--tools", "[1", "-n", "1",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--tools is not JSON"),
+        "{out:?}"
+    );
+    let out = lamina(&[
+        "run",
+        "-m",
+        &model,
+        "-p",
+        "Hi",
+        "--chat",
+        "--tools",
+        tools,
+        "--tool-choice",
+        "maybe",
+        "-n",
+        "1",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("tool_choice \"maybe\""),
+        "{out:?}"
+    );
+}

@@ -596,3 +596,77 @@ fn parallel_cancel_and_errors() {
         "{e}"
     );
 }
+
+/// With tools and `tool_choice: "required"`, the tools' grammar holds even
+/// a 135M model to a valid call in each JSON format: the result's
+/// `tool_calls` name the offered tool with the arguments its schema asks for.
+#[test]
+fn required_tool_calls_follow_the_tools() {
+    use lamina::chat::tools::{ChatOptions, ToolChoice};
+    use lamina::chat::ChatMessage;
+    let dir = golden_path("chat/templates");
+    let weather = serde_json::json!({"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}});
+    let mut ctx = context(1024);
+    for (file, format) in [
+        ("Qwen-Qwen2.5-7B-Instruct.jinja", "hermes"),
+        ("mistralai-Mistral-Nemo-Instruct-2407.jinja", "mistral-nemo"),
+        ("Mistral-Small-3.2-24B-Instruct-2506.jinja", "mistral"),
+        ("ibm-granite-granite-3.3-2B-Instruct.jinja", "granite"),
+        ("meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3"),
+    ] {
+        let template = String::from_utf8(read_file(&format!("{dir}/{file}"))).unwrap();
+        let p = CompletionParams {
+            messages: Some(vec![ChatMessage::new(
+                "user",
+                "What is the weather in Paris?",
+            )]),
+            chat_template: Some(template),
+            chat: ChatOptions {
+                tools: vec![weather.clone()],
+                tool_choice: ToolChoice::Required,
+                now: Some(1_700_000_000),
+                ..ChatOptions::default()
+            },
+            ..greedy("", 96)
+        };
+        let (r, _) = run(&mut ctx, &p);
+        assert_eq!(r.chat_format, format, "{file}");
+        assert_eq!(r.tool_calls.len(), 1, "{file}: {:?}", r.text);
+        assert_eq!(r.tool_calls[0].name, "get_weather", "{file}");
+        let args: serde_json::Value = serde_json::from_str(&r.tool_calls[0].arguments).unwrap();
+        assert!(args["city"].is_string(), "{file}: {args}");
+        assert!(
+            r.stopped_eos,
+            "{file}: the grammar ends in end of generation: {:?}",
+            r.text
+        );
+        if format == "mistral-nemo" {
+            assert_eq!(r.tool_calls[0].id.len(), 9, "{file}: Nemo's call ids");
+        }
+    }
+}
+
+/// A grammar of one's own cannot be combined with tools.
+#[test]
+fn a_grammar_with_tools_is_an_error() {
+    use lamina::chat::tools::ChatOptions;
+    use lamina::chat::ChatMessage;
+    let template = String::from_utf8(read_file(&golden_path(
+        "chat/templates/Qwen-Qwen2.5-7B-Instruct.jinja",
+    )))
+    .unwrap();
+    let mut p = CompletionParams {
+        messages: Some(vec![ChatMessage::new("user", "Hi")]),
+        chat_template: Some(template),
+        chat: ChatOptions {
+            tools: vec![serde_json::json!({"type": "function", "function": {"name": "f"}})],
+            ..ChatOptions::default()
+        },
+        ..greedy("", 4)
+    };
+    p.sampling.grammar = Some("root ::= \"a\"".into());
+    let err = context(256).completion(&p, |_| {}).unwrap_err().to_string();
+    assert!(err.contains("cannot be given with tools"), "{err}");
+}

@@ -437,14 +437,18 @@ export class LlamaContext {
   }
 
   /**
-   * llama.rn's `getFormattedChat(messages, template, { jinja })`: the prompt
-   * the messages make with the model's chat template or `template` (Jinja
-   * text or a built-in name), as `{ type: 'jinja' | 'llama-chat', prompt }`.
+   * llama.rn's `getFormattedChat(messages, template, { jinja, tools, ... })`:
+   * the prompt the messages make with the model's chat template or
+   * `template` (Jinja text or a built-in name), as `{ type: 'llama-chat',
+   * prompt }`, or with `jinja` or `tools` `{ type: 'jinja', prompt,
+   * chat_format, grammar, grammar_lazy, grammar_triggers, preserved_tokens,
+   * additional_stops, thinking_forced_open, generation_prompt }`.
    */
-  async getFormattedChat(messages, template, { jinja = false } = {}) {
+  async getFormattedChat(messages, template, options = {}) {
     const json = paramsJson('getFormattedChat: messages', messages);
     if (template !== undefined && template !== null) string('getFormattedChat: template', template);
-    return guard(() => this.#ctx().getFormattedChat(json, template ?? undefined, Boolean(jinja)));
+    const opts = paramsJson('getFormattedChat: options', options ?? {});
+    return guard(() => this.#ctx().getFormattedChat(json, template ?? undefined, opts));
   }
 
   /** `{ tokens }` for `text` (`addSpecial`, `parseSpecial` default true). */

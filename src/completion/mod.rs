@@ -386,6 +386,7 @@ impl Context {
         }
         let n_vocab = model.n_vocab();
         let mut parser = None;
+        let mut tool_grammar = None;
         let mut preserved = HashSet::new();
         let prompt = match &params.messages {
             Some(messages) => {
@@ -393,6 +394,7 @@ impl Context {
                 if params.jinja || !params.chat.tools.is_empty() {
                     let chat = template.apply_chat(messages, &params.chat)?;
                     preserved = single_tokens(vocab, &chat.preserved_tokens());
+                    tool_grammar = chat.grammar;
                     parser = Some(chat.parser);
                     chat.prompt
                 } else {
@@ -411,6 +413,17 @@ impl Context {
             truncated = true;
         }
         let mut sampling = params.sampling.clone();
+        if let Some(g) = tool_grammar {
+            if sampling.grammar.is_some() {
+                return Err(Error::InvalidArgument(
+                    "a grammar (or JSON schema) cannot be given with tools: the tools' own grammar holds the calls"
+                        .into(),
+                ));
+            }
+            sampling.grammar = Some(g.grammar);
+            sampling.grammar_lazy = g.lazy;
+            sampling.grammar_triggers.patterns = g.triggers;
+        }
         // -1 is llama.cpp's "the context size in effect".
         let n_ctx_i32 = i32::try_from(n_ctx).unwrap_or(i32::MAX);
         if sampling.penalty_last_n == -1 {

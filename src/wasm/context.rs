@@ -145,6 +145,26 @@ struct JsNamedSchema {
     schema: Option<serde_json::Value>,
 }
 
+/// The chat options of `completion`'s (and `getFormattedChat`'s) parameters.
+fn chat_options(p: &mut JsCompletionParams, json_response: bool) -> Result<ChatOptions, JsError> {
+    Ok(ChatOptions {
+        tools: p.tools.take().unwrap_or_default(),
+        tool_choice: match &p.tool_choice {
+            Some(name) => ToolChoice::from_name(name).map_err(js_error)?,
+            None => ToolChoice::Auto,
+        },
+        parallel_tool_calls: p.parallel_tool_calls,
+        enable_thinking: p.enable_thinking.unwrap_or(true),
+        reasoning_format: match &p.reasoning_format {
+            Some(name) => ReasoningFormat::from_name(name).map_err(js_error)?,
+            None => ReasoningFormat::Auto,
+        },
+        chat_template_kwargs: p.chat_template_kwargs.take().unwrap_or_default(),
+        json_response,
+        ..ChatOptions::default()
+    })
+}
+
 /// The grammar the completion must follow: `grammar` as given, else the
 /// one made from `json_schema` or `response_format`.
 fn output_grammar(p: &mut JsCompletionParams) -> Result<Option<String>, JsError> {
@@ -243,22 +263,7 @@ fn completion_params(
     let json_response =
         p.json_schema.is_some() || p.response_format.as_ref().is_some_and(|f| f.kind != "text");
     let grammar = output_grammar(&mut p)?;
-    let chat = ChatOptions {
-        tools: p.tools.take().unwrap_or_default(),
-        tool_choice: match &p.tool_choice {
-            Some(name) => ToolChoice::from_name(name).map_err(js_error)?,
-            None => ToolChoice::Auto,
-        },
-        parallel_tool_calls: p.parallel_tool_calls,
-        enable_thinking: p.enable_thinking.unwrap_or(true),
-        reasoning_format: match &p.reasoning_format {
-            Some(name) => ReasoningFormat::from_name(name).map_err(js_error)?,
-            None => ReasoningFormat::Auto,
-        },
-        chat_template_kwargs: p.chat_template_kwargs.take().unwrap_or_default(),
-        json_response,
-        ..ChatOptions::default()
-    };
+    let chat = chat_options(&mut p, json_response)?;
     let d = SamplingParams::default();
     let seed = match p.seed {
         None | Some(-1) => None,
@@ -477,25 +482,60 @@ impl JsLlamaContext {
 
     /// llama.rn's `getFormattedChat`: the prompt `messages` (JSON) make
     /// with the model's chat template, or `template` (Jinja text or a
-    /// built-in name), the assistant's turn opened: `{ type, prompt }`,
-    /// `type` "jinja" when rendered as Jinja, else "llama-chat".
+    /// built-in name), the assistant's turn opened. `options` (JSON):
+    /// `jinja`, and the chat options of `completion` (`tools`,
+    /// `tool_choice`, `enable_thinking`, ...). Without Jinja or tools:
+    /// `{ type: "llama-chat", prompt }`; with: `{ type: "jinja", prompt,
+    /// chat_format, grammar, grammar_lazy, grammar_triggers,
+    /// preserved_tokens, additional_stops, thinking_forced_open,
+    /// generation_prompt }`.
     #[wasm_bindgen(js_name = getFormattedChat)]
     pub fn get_formatted_chat(
         &self,
         messages_json: &str,
         template: Option<String>,
-        jinja: bool,
+        options_json: &str,
     ) -> Result<JsValue, JsError> {
         let messages: Vec<ChatMessage> = parse("messages", messages_json)?;
+        let mut p: JsCompletionParams = parse("getFormattedChat options", options_json)?;
         let t = crate::chat::ChatTemplate::for_model(self.ctx.model(), template.as_deref())
             .map_err(js_error)?;
-        let prompt = t.format(&messages, jinja).map_err(js_error)?;
-        let kind = if jinja || t.family().is_none() {
-            "jinja"
-        } else {
-            "llama-chat"
+        let tools = p.tools.take().unwrap_or_default();
+        if !p.jinja && tools.is_empty() {
+            let prompt = t.format(&messages, false).map_err(js_error)?;
+            let kind = if t.family().is_none() {
+                "jinja"
+            } else {
+                "llama-chat"
+            };
+            return json_to_js(&serde_json::json!({ "type": kind, "prompt": prompt }));
+        }
+        p.tools = Some(tools);
+        let options = chat_options(&mut p, false)?;
+        let chat = t.apply_chat(&messages, &options).map_err(js_error)?;
+        let (grammar, lazy, triggers) = match &chat.grammar {
+            Some(g) => (
+                g.grammar.as_str(),
+                g.lazy,
+                g.triggers
+                    .iter()
+                    .map(|t| serde_json::json!({ "type": 2, "value": t }))
+                    .collect::<Vec<_>>(),
+            ),
+            None => ("", false, Vec::new()),
         };
-        json_to_js(&serde_json::json!({ "type": kind, "prompt": prompt }))
+        json_to_js(&serde_json::json!({
+            "type": "jinja",
+            "prompt": chat.prompt,
+            "chat_format": chat.parser.format().name,
+            "grammar": grammar,
+            "grammar_lazy": lazy,
+            "grammar_triggers": triggers,
+            "preserved_tokens": chat.preserved_tokens(),
+            "additional_stops": Vec::<String>::new(),
+            "thinking_forced_open": chat.thinking_forced_open,
+            "generation_prompt": chat.generation_prompt,
+        }))
     }
 
     /// Token ids of `text` (`addSpecial`, `parseSpecial` default true).

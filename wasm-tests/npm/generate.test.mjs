@@ -82,13 +82,69 @@ test('getFormattedChat and chat_template as llama.rn', async () => {
   const r = await ctx.completion({ messages, n_predict: 1, temperature: 0 });
   assert.equal(r.prompt, own.prompt);
   // SmolLM2's own Jinja renders the same prompt as the built-in format.
-  assert.deepEqual(await ctx.getFormattedChat(messages, null, { jinja: true }), { type: 'jinja', prompt: own.prompt });
+  const viaJinja = await ctx.getFormattedChat(messages, null, { jinja: true });
+  assert.equal(viaJinja.type, 'jinja');
+  assert.equal(viaJinja.prompt, own.prompt);
+  assert.equal(viaJinja.chat_format, 'content');
+  assert.equal(viaJinja.grammar, '');
   assert.match((await ctx.getFormattedChat(messages, 'llama2')).prompt, /\[INST\]/);
   const custom = '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}<assistant>';
   assert.equal((await ctx.getFormattedChat(messages, custom)).prompt, '<system>Be brief.<user>Hi<assistant>');
   const viaCompletion = await ctx.completion({ messages, chat_template: custom, n_predict: 1, temperature: 0 });
   assert.equal(viaCompletion.prompt, '<system>Be brief.<user>Hi<assistant>');
   await assert.rejects(ctx.getFormattedChat(messages, '{% for %}'), (e) => e instanceof Error && /does not parse/.test(e.message));
+});
+
+test('tools: calls parsed into tool_calls, streamed, and held to the tools by their grammar', async () => {
+  const ctx = await context();
+  const template = await readFile(`${repo}/native-tests/golden/chat/templates/Qwen-Qwen2.5-7B-Instruct.jinja`, 'utf8');
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather in a city',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    },
+  }];
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  const formatted = await ctx.getFormattedChat(messages, template, { tools, tool_choice: 'required' });
+  assert.equal(formatted.type, 'jinja');
+  assert.equal(formatted.chat_format, 'hermes');
+  assert.match(formatted.prompt, /<tools>\n\{"type": "function", "function": \{"name": "get_weather"/);
+  assert.equal(formatted.grammar_lazy, false);
+  assert.match(formatted.grammar, /get_weather/);
+  assert.deepEqual(formatted.preserved_tokens, ['<tool_call>', '</tool_call>']);
+
+  const events = [];
+  const r = await ctx.completion(
+    { messages, chat_template: template, tools, tool_choice: 'required', n_predict: 64, temperature: 0 },
+    (data) => events.push(data),
+  );
+  assert.equal(r.chat_format, 'hermes');
+  assert.equal(r.tool_calls.length, 1, r.text);
+  assert.equal(r.tool_calls[0].type, 'function');
+  assert.equal(r.tool_calls[0].function.name, 'get_weather');
+  assert.equal(typeof JSON.parse(r.tool_calls[0].function.arguments).city, 'string');
+  assert.equal(r.content, '');
+  // The stream reports the call once it is complete, and the parsed content
+  // never shows the markup.
+  assert.ok(events.every((e) => Array.isArray(e.tool_calls) && !e.content.includes('<tool')));
+  assert.deepEqual(events.at(-1).tool_calls, r.tool_calls);
+  assert.equal(events[0].tool_calls.length, 0);
+
+  // The results go back in as llama.rn passes them.
+  const follow = await ctx.getFormattedChat([
+    ...messages,
+    { role: 'assistant', content: '', tool_calls: r.tool_calls },
+    { role: 'tool', tool_call_id: 'c1', content: '18 degrees' },
+  ], template, { tools });
+  assert.match(follow.prompt, /<tool_response>\n18 degrees\n<\/tool_response>/);
+  await assert.rejects(
+    ctx.completion({ messages, chat_template: template, tools, tool_choice: 'sometimes', n_predict: 1 }),
+    (e) => e instanceof Error && /tool_choice "sometimes"/.test(e.message),
+  );
+  // The context keeps working after the error.
+  assert.equal((await ctx.completion({ prompt: 'Hi', n_predict: 1, temperature: 0 })).tokens_predicted, 1);
 });
 
 test('chat messages use the model template', async () => {

@@ -8,9 +8,11 @@
 //!
 //! - `format.rs`: which output format a template's model writes
 //! - `parse.rs`: output text (whole or streamed so far) to a message
+//! - `grammar.rs`: the grammar that holds calls to the offered tools
 //! - `values.rs`: JSON and Gemma 4 values inside calls
 
 mod format;
+mod grammar;
 mod parse;
 mod values;
 
@@ -19,6 +21,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 pub use format::{detect_format, CallSyntax, OutputFormat};
+pub use grammar::{tool_grammar, ToolGrammar};
 pub use parse::ChatParser;
 
 use super::{clock, jinja, ChatMessage, ChatTemplate};
@@ -122,6 +125,8 @@ pub struct ChatPrompt {
     /// The prompt ended inside an open reasoning block.
     pub thinking_forced_open: bool,
     pub parser: ChatParser,
+    /// Holds the calls to the offered tools (formats with JSON calls).
+    pub grammar: Option<ToolGrammar>,
 }
 
 impl ChatPrompt {
@@ -244,11 +249,19 @@ impl ChatTemplate {
             param_types: param_types(&options.tools),
             unwrap_json_fence: options.json_response,
         };
+        let grammar = tool_grammar(
+            &format,
+            &options.tools,
+            options.tool_choice,
+            options.parallel_tool_calls,
+            open_at.is_some(),
+        )?;
         Ok(ChatPrompt {
             prompt,
             generation_prompt,
             thinking_forced_open: open_at.is_some(),
             parser,
+            grammar,
         })
     }
 
