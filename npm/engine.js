@@ -503,6 +503,45 @@ export class LlamaContext {
     return guard(() => this.#ctx().loadSession(bytes));
   }
 
+  /**
+   * llama.rn's `applyLoraAdapters([{ path, scaled }])`: LoRA adapters (GGUF)
+   * applied to every completion from now on, in place of the applied ones.
+   * Each entry: `path` (a file path in Node, an OPFS file name in browsers)
+   * or `bytes` (Uint8Array, ArrayBuffer, Blob); `scaled` (or `scale`,
+   * default 1). A bad adapter is an `Error` and nothing changes.
+   */
+  async applyLoraAdapters(list) {
+    if (!Array.isArray(list)) throw new TypeError('applyLoraAdapters: expected an array of { path | bytes, scaled }');
+    const files = [];
+    const meta = [];
+    for (const [i, entry] of list.entries()) {
+      const { path, bytes, scaled, scale } = entry ?? {};
+      const s = scaled ?? scale ?? 1;
+      if (typeof s !== 'number' || !Number.isFinite(s)) {
+        throw new TypeError(`applyLoraAdapters: adapter ${i}: scale must be a finite number`);
+      }
+      let data;
+      if (typeof path === 'string') data = await readSessionFile(path);
+      else if (bytes instanceof Uint8Array) data = bytes;
+      else if (bytes instanceof ArrayBuffer) data = new Uint8Array(bytes);
+      else if (typeof Blob !== 'undefined' && bytes instanceof Blob) data = new Uint8Array(await bytes.arrayBuffer());
+      else throw new TypeError(`applyLoraAdapters: adapter ${i} needs a path or bytes`);
+      files.push(data);
+      meta.push({ path: typeof path === 'string' ? path : `adapter ${i}`, scale: s });
+    }
+    return guard(() => this.#ctx().applyLoraAdapters(files, JSON.stringify(meta)));
+  }
+
+  /** llama.rn's `removeLoraAdapters()`: the model without adapters again. */
+  async removeLoraAdapters() {
+    return guard(() => this.#ctx().applyLoraAdapters([], '[]'));
+  }
+
+  /** llama.rn's `getLoadedLoraAdapters()`: `[{ path, scaled }]`. */
+  async getLoadedLoraAdapters() {
+    return guard(() => this.#ctx().loadedLoraAdapters());
+  }
+
   /** `lamina info --json` of the loaded model. */
   async modelInfo() {
     return guard(() => this.#ctx().modelInfo());
@@ -617,6 +656,10 @@ export async function loadModel(source, params = {}, options = {}) {
   }
   options.onProgress?.(1);
   const context = new LlamaContext(inner);
+  // llama.rn's load-time adapters: `lora` (with `lora_scaled`) and `lora_list`.
+  const loras = [...(params.lora_list ?? [])];
+  if (typeof params.lora === 'string') loras.unshift({ path: params.lora, scaled: params.lora_scaled ?? 1 });
+  if (loras.length > 0) await context.applyLoraAdapters(loras);
   const { simd, simd_reason, reason } = await init();
   context.build = { ...(await context.contextInfo()), simd, simd_reason, reason };
   return context;

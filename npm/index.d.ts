@@ -70,6 +70,10 @@ export function modelInfo(
 
 /** llama.rn's initLlama parameters that apply. */
 export interface LoadParams {
+  /** llama.rn's load-time LoRA adapters (applied as `applyLoraAdapters` does). */
+  lora?: string;
+  lora_scaled?: number;
+  lora_list?: LoraAdapter[];
   n_ctx?: number;
   n_batch?: number;
   n_ubatch?: number;
@@ -119,7 +123,13 @@ export interface RerankResult {
 
 export interface ChatMessage {
   role: string;
-  content: string;
+  /** null reads as '' (an assistant turn made only of tool calls). */
+  content: string | null;
+  reasoning_content?: string;
+  tool_calls?: ToolCall[];
+  /** For a tool result (`role: 'tool'`): the call it answers, and the tool's name. */
+  tool_call_id?: string;
+  name?: string;
 }
 
 /** llama.rn's completion parameters that apply. */
@@ -197,6 +207,14 @@ export interface TokenProb {
   id: number;
   piece: string;
   prob: number;
+}
+
+/** A LoRA adapter (GGUF): a path (Node) or OPFS file name (browsers), or its bytes; `scaled` (or `scale`) defaults to 1. */
+export interface LoraAdapter {
+  path?: string;
+  bytes?: Uint8Array | ArrayBuffer | Blob;
+  scaled?: number;
+  scale?: number;
 }
 
 export interface ToolCall {
@@ -307,8 +325,36 @@ export declare class LlamaContext {
   getFormattedChat(
     messages: ChatMessage[],
     template?: string | null,
-    options?: { jinja?: boolean },
-  ): Promise<{ type: 'jinja' | 'llama-chat'; prompt: string }>;
+    options?: {
+      jinja?: boolean;
+      tools?: CompletionParams['tools'];
+      tool_choice?: CompletionParams['tool_choice'];
+      parallel_tool_calls?: boolean;
+      enable_thinking?: boolean;
+      reasoning_format?: CompletionParams['reasoning_format'];
+      chat_template_kwargs?: Record<string, unknown>;
+    },
+  ): Promise<
+    | { type: 'llama-chat'; prompt: string }
+    | {
+        type: 'jinja';
+        prompt: string;
+        /** The output format the answer will be read in ('hermes', 'qwen3-coder', 'llama3', 'mistral', 'gemma4', 'content', ...). */
+        chat_format: string;
+        /** The tools' grammar ('' when none: no tools, or a format whose calls are not constrained). */
+        grammar: string;
+        grammar_lazy: boolean;
+        grammar_triggers: { type: 2; value: string }[];
+        preserved_tokens: string[];
+        additional_stops: string[];
+        thinking_forced_open: boolean;
+        generation_prompt: string;
+      }
+  >;
+  /** llama.rn's: LoRA adapters applied from now on, in place of the applied ones; a bad one is an Error and nothing changes. */
+  applyLoraAdapters(list: LoraAdapter[]): Promise<void>;
+  removeLoraAdapters(): Promise<void>;
+  getLoadedLoraAdapters(): Promise<{ path: string; scaled: number }[]>;
   /** llama.rn's parallel mode: several completions at once on this context. */
   parallel: {
     enable(config?: { n_parallel?: number; n_batch?: number }): Promise<boolean>;

@@ -311,6 +311,18 @@ export class LlamaContext {
     return this.#connection.call('sessionBytes', { options });
   }
 
+  applyLoraAdapters(list) {
+    return this.#connection.call('applyLoraAdapters', { list });
+  }
+
+  removeLoraAdapters() {
+    return this.#connection.call('removeLoraAdapters', {});
+  }
+
+  getLoadedLoraAdapters() {
+    return this.#connection.call('getLoadedLoraAdapters', {});
+  }
+
   loadSession(source) {
     return this.#connection.call('loadSession', { source });
   }

@@ -13,6 +13,7 @@ pub mod gguf;
 pub mod kernel_bench;
 pub mod kv;
 pub mod log;
+pub mod lora;
 pub mod memory;
 pub mod model;
 pub mod output_file;

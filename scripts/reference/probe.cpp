@@ -7,6 +7,7 @@
 // flash attention off (lamina's attention numerics), no GPU.
 //
 // Usage: probe MODEL PROMPT_FILE N_PREDICT OUT_PREFIX
+// (PROBE_LORA=ADAPTER.gguf and PROBE_LORA_SCALE=S apply a LoRA adapter.)
 #include "llama.h"
 
 #include <algorithm>
@@ -44,6 +45,14 @@ int main(int argc, char ** argv) {
     if (const char * e = getenv("PROBE_THREADS")) cp.n_threads = cp.n_threads_batch = atoi(e);
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) fail("cannot create a context");
+    // A LoRA adapter at a scale (the LoRA goldens).
+    if (const char * lora_path = getenv("PROBE_LORA")) {
+        llama_adapter_lora * lora = llama_adapter_lora_init(model, lora_path);
+        if (!lora) fail("cannot load the LoRA adapter");
+        const char * s = getenv("PROBE_LORA_SCALE");
+        float scale = s ? (float) atof(s) : 1.0f;
+        if (llama_set_adapters_lora(ctx, &lora, 1, &scale) != 0) fail("cannot apply the LoRA adapter");
+    }
     const llama_vocab * vocab = llama_model_get_vocab(model);
     const int n_vocab = llama_vocab_n_tokens(vocab);
 

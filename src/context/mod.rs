@@ -21,6 +21,8 @@ pub use crate::kv::{KvCache, KvLayout, KvSnapshot, KvType, SeqId, MAX_SEQUENCES}
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::lora::backend::LoraBackend;
+use crate::lora::ActiveLora;
 use crate::model::{MicroBatch, Model};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -130,6 +132,8 @@ pub struct Context {
     prompt_cache: Vec<u32>,
     pooling: Pooling,
     encoded: EncodeOutput,
+    /// Adapters every forward pass applies, with their scales.
+    loras: Vec<ActiveLora>,
 }
 
 impl Context {
@@ -204,6 +208,7 @@ impl Context {
             prompt_cache: Vec::new(),
             pooling,
             encoded: EncodeOutput::default(),
+            loras: Vec::new(),
         })
     }
 
@@ -352,6 +357,31 @@ impl Context {
     /// Runs `batch`: its keys and values join the cache, and the logits of its
     /// tokens that asked for them become readable with `logits`. On any error
     /// the cache is as before the call.
+    /// Applies `loras` (adapters loaded for this context's model, each with
+    /// its scale) to every forward pass from now on, in place of the ones
+    /// applied before; an empty list removes them. The cached KV was made
+    /// without them, so the prompt cache is forgotten (llama.rn's
+    /// `applyLoraAdapters` / `removeLoraAdapters`).
+    pub fn set_lora_adapters(&mut self, loras: Vec<ActiveLora>) -> Result<()> {
+        for l in &loras {
+            if !l.scale.is_finite() {
+                return Err(Error::InvalidArgument(format!(
+                    "LoRA adapter {}: scale {} is not a finite number",
+                    l.adapter.path(),
+                    l.scale
+                )));
+            }
+        }
+        self.loras = loras;
+        self.prompt_cache.clear();
+        Ok(())
+    }
+
+    /// The adapters applied, with their scales.
+    pub fn lora_adapters(&self) -> &[ActiveLora] {
+        &self.loras
+    }
+
     pub fn decode(&mut self, batch: &Batch) -> Result<()> {
         self.check_batch(batch, self.params.n_batch)?;
         self.check_can_generate()?;
@@ -427,14 +457,20 @@ impl Context {
                 hidden,
             };
             let first_row = self.logits.len() / width;
-            let (arch, kv, state, logits) = (
+            let (arch, kv, state, logits, loras) = (
                 self.model.arch(),
                 &mut self.kv,
                 self.state.as_mut(),
                 &mut self.logits,
+                self.loras.as_slice(),
             );
-            self.backend
-                .run(&mut |be| arch.decode(be, kv, &ub, state, logits))?;
+            self.backend.run(&mut |be| {
+                if loras.is_empty() {
+                    arch.decode(be, kv, &ub, state, logits)
+                } else {
+                    arch.decode(&mut LoraBackend::new(be, loras), kv, &ub, state, logits)
+                }
+            })?;
             for (r, &i) in s.outputs.iter().enumerate() {
                 self.output_rows[start + i] = Some(first_row + r);
             }

@@ -16,7 +16,7 @@ mod phi3;
 mod qwen2;
 mod qwen3;
 mod smollm3;
-mod weights;
+pub(crate) mod weights;
 
 pub use weights::Progress;
 

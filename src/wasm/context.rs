@@ -681,6 +681,57 @@ impl JsLlamaContext {
         json_to_js(&serde_json::to_value(loaded).map_err(|e| JsError::new(&e.to_string()))?)
     }
 
+    /// llama.rn's `applyLoraAdapters`: the adapters in `files` (GGUF bytes,
+    /// one `Uint8Array` each), named and scaled by `meta` (JSON `[{ path,
+    /// scale }]`), replace the applied ones. Every file is checked first: a
+    /// bad one is an error and the applied adapters stay as they were.
+    #[wasm_bindgen(js_name = applyLoraAdapters)]
+    pub fn apply_lora_adapters(
+        &mut self,
+        files: js_sys::Array,
+        meta_json: &str,
+    ) -> Result<(), JsError> {
+        self.check_idle()?;
+        #[derive(Deserialize)]
+        struct Meta {
+            path: String,
+            scale: f32,
+        }
+        let meta: Vec<Meta> = parse("LoRA adapters", meta_json)?;
+        if meta.len() != files.length() as usize {
+            return Err(JsError::new("applyLoraAdapters: one file per adapter"));
+        }
+        let mut loras = Vec::with_capacity(meta.len());
+        for (m, file) in meta.into_iter().zip(files.iter()) {
+            let bytes = js_sys::Uint8Array::new(&file).to_vec();
+            let gguf = crate::gguf::GgufFile::from_bytes(bytes)
+                .map_err(|e| JsError::new(&format!("LoRA adapter {}: {e}", m.path)))?;
+            let adapter = crate::lora::LoraAdapter::load(
+                std::sync::Arc::new(gguf),
+                self.ctx.model(),
+                &m.path,
+            )
+            .map_err(js_error)?;
+            loras.push(crate::lora::ActiveLora {
+                adapter: std::sync::Arc::new(adapter),
+                scale: m.scale,
+            });
+        }
+        self.ctx.set_lora_adapters(loras).map_err(js_error)
+    }
+
+    /// llama.rn's `getLoadedLoraAdapters`: `[{ path, scaled }]`.
+    #[wasm_bindgen(js_name = loadedLoraAdapters)]
+    pub fn loaded_lora_adapters(&self) -> Result<JsValue, JsError> {
+        let list: Vec<serde_json::Value> = self
+            .ctx
+            .lora_adapters()
+            .iter()
+            .map(|l| serde_json::json!({ "path": l.adapter.path(), "scaled": l.scale }))
+            .collect();
+        json_to_js(&serde_json::Value::Array(list))
+    }
+
     /// llama.rn's `parallel.enable({ n_parallel })`: parallel mode with
     /// `n_parallel` slots (the cache is cleared). Enabling it again changes
     /// the slot count when no request is queued or running.

@@ -12,6 +12,7 @@ use lamina::completion::{CompletionParams, TokenEvent};
 use lamina::context::{Context, ContextParams, KvType};
 use lamina::embedding::Pooling;
 use lamina::gguf::GgufFile;
+use lamina::lora::{ActiveLora, LoraAdapter};
 use lamina::model::Model;
 use serde_json::json;
 
@@ -38,6 +39,21 @@ pub struct ModelArgs {
     /// V cache type: f16, f32 or q8_0.
     #[arg(long = "cache-type-v", visible_alias = "ctv", default_value = "f16")]
     pub type_v: String,
+    /// A LoRA adapter (GGUF) to apply, with its scale after a colon (default 1); repeat for more.
+    #[arg(long = "lora", value_name = "FILE[:SCALE]")]
+    pub lora: Vec<String>,
+}
+
+/// `FILE` or `FILE:SCALE` (a colon followed by anything but a number belongs
+/// to the file name).
+fn lora_arg(arg: &str) -> (&str, f32) {
+    match arg.rsplit_once(':') {
+        Some((path, scale)) if !path.is_empty() => match scale.parse::<f32>() {
+            Ok(s) => (path, s),
+            Err(_) => (arg, 1.0),
+        },
+        _ => (arg, 1.0),
+    }
 }
 
 impl ModelArgs {
@@ -88,7 +104,22 @@ impl ModelArgs {
         if interactive {
             eprint!("\r{:60}\r", "");
         }
-        Context::new(Arc::new(model), self.context_params(n_threads, pooling)?)
+        let model = Arc::new(model);
+        let mut loras = Vec::new();
+        for arg in &self.lora {
+            let (path, scale) = lora_arg(arg);
+            let file = Arc::new(GgufFile::open(Path::new(path))?);
+            let adapter = LoraAdapter::load(file, &model, path)?;
+            loras.push(ActiveLora {
+                adapter: Arc::new(adapter),
+                scale,
+            });
+        }
+        let mut ctx = Context::new(model, self.context_params(n_threads, pooling)?)?;
+        if !loras.is_empty() {
+            ctx.set_lora_adapters(loras)?;
+        }
+        Ok(ctx)
     }
 }
 
