@@ -361,12 +361,13 @@ fn tool_grammars_hold_calls_to_the_tools() {
         if expect.tool_calls.is_empty() {
             continue;
         }
-        // The grammar starts at the first trigger's match.
-        let trigger = regex::Regex::new(&g.triggers[0]).unwrap();
-        let at = trigger
-            .find(input)
-            .map(|m| m.start())
-            .expect("the output has the opener");
+        // The grammar starts at the earliest trigger's match.
+        let at = g
+            .triggers
+            .iter()
+            .filter_map(|t| regex::Regex::new(t).unwrap().find(input).map(|m| m.start()))
+            .min()
+            .expect("the output has an opener");
         assert!(
             grammar.matches(&input[at..]),
             "{} does not match\n{}",
@@ -375,7 +376,7 @@ fn tool_grammars_hold_calls_to_the_tools() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 11, "calls checked");
+    assert_eq!(checked, 52, "calls checked");
 
     let user = [ChatMessage::new("user", "Hey")];
     let required = ChatOptions {
@@ -397,6 +398,20 @@ fn tool_grammars_hold_calls_to_the_tools() {
         .matches("<tool_call>\n{\"name\": \"other\", \"arguments\": {\"arg1\": 7}}\n</tool_call>"));
     assert!(!grammar.matches("<tool_call>\n{\"name\": \"special_function\", \"arguments\": {\"arg1\": \"x\"}}\n</tool_call>"));
     assert!(!grammar.matches("Sure!"));
+    // Qwen3-Coder's XML: the value of an integer parameter is held to JSON
+    // integers, a string's to text without the closing tag.
+    let xml = template("Qwen3-Coder.jinja")
+        .apply_chat(&user, &required)
+        .unwrap()
+        .grammar
+        .unwrap();
+    let grammar = Grammar::parse(&xml.grammar, "root", None).unwrap();
+    let call = |value: &str| {
+        format!("<tool_call>\n<function=special_function>\n<parameter=arg1>\n{value}\n</parameter>\n</function>\n</tool_call>")
+    };
+    assert!(grammar.matches(&call("12")));
+    assert!(!grammar.matches(&call("twelve")));
+    assert!(!grammar.matches(&call("12").replace("special_function", "other")));
     // No grammar where no call may be made.
     let none = ChatOptions {
         tool_choice: ToolChoice::None,

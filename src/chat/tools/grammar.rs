@@ -4,17 +4,17 @@
 //! the model may also answer in prose: free text until the format's opener,
 //! then the grammar from the opener on. Eager when a call is required.
 //!
-//! The JSON formats are covered: Hermes/Qwen `<tool_call>`, Mistral's list
-//! and named calls, Granite/Phi-4 `<|tool_call|>` and Llama 3.x objects.
-//! Qwen3-Coder's XML and Gemma 4's dictionaries are parsed but not yet
+//! Covered: Hermes/Qwen `<tool_call>`, Mistral's list and named calls,
+//! Granite/Phi-4 `<|tool_call|>`, Llama 3.x objects, and Qwen3-Coder/
+//! Qwen3.5's XML parameters. Gemma 4's dictionaries are parsed but not yet
 //! constrained.
 
 use serde_json::{json, Value};
 
 use super::format::{CallSyntax, OutputFormat};
-use super::ToolChoice;
+use super::{types_of, ToolChoice};
 use crate::error::{Error, Result};
-use crate::sampling::json_schema::json_schema_to_grammar;
+use crate::sampling::json_schema::{json_schema_to_grammar, property_rules};
 
 /// A grammar for the calls, and when it applies.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,7 +45,10 @@ pub fn tool_grammar(
         CallSyntax::MistralNamed => ("[TOOL_CALLS]", "arguments", false),
         CallSyntax::ToolCallList => ("<|tool_call|>", "arguments", false),
         CallSyntax::Llama3Json => ("", "parameters", false),
-        CallSyntax::XmlFunction | CallSyntax::Gemma4 | CallSyntax::None => return Ok(None),
+        CallSyntax::XmlFunction => {
+            return xml_grammar(tools, choice, parallel, thinking_open).map(Some)
+        }
+        CallSyntax::Gemma4 | CallSyntax::None => return Ok(None),
     };
     let named = format.calls == CallSyntax::MistralNamed;
     // One schema whose alternatives are the tools: a whole call object, or
@@ -143,4 +146,148 @@ fn rename_root(grammar: &str, name: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Qwen3-Coder's XML calls: `<function=NAME>` then parameters of that tool
+/// in any order as `<parameter=KEY>\nVALUE\n</parameter>`, where a string
+/// VALUE is any text without the closing tag and any other VALUE is JSON of
+/// its schema. (Required parameters are not enforced: the order is free.)
+fn xml_grammar(
+    tools: &[Value],
+    choice: ToolChoice,
+    parallel: bool,
+    thinking_open: bool,
+) -> Result<ToolGrammar> {
+    let mut rules: Vec<String> = vec![text_without("xml-text", "</parameter>")];
+    let mut calls = Vec::new();
+    for (i, tool) in tools.iter().enumerate() {
+        let f = &tool["function"];
+        let name = f["name"].as_str().unwrap_or_default();
+        let params = match &f["parameters"] {
+            Value::Object(p) if !p.is_empty() => Value::Object(p.clone()),
+            _ => json!({"type": "object", "properties": {}}),
+        };
+        let (values, props) = property_rules(&params, &format!("xml-{i}"))
+            .map_err(|e| Error::InvalidArgument(format!("tool {name:?}: {e}")))?;
+        rules.extend(values.lines().map(String::from));
+        // Parameters in any order (models do not keep the schema's), each
+        // value held to its own schema.
+        let mut params_alts = Vec::new();
+        for (key, _required, rule) in props {
+            // A value that may be a string is free text (the parser reads
+            // `null` as null where the schema allows it).
+            let may_be_text = types_of(&params["properties"][&key])
+                .iter()
+                .any(|t| t == "string");
+            let value = if may_be_text {
+                "xml-text"
+            } else {
+                rule.as_str()
+            };
+            let param = format!(
+                "{} {value} {}",
+                literal(&format!("\n<parameter={key}>\n")),
+                literal("\n</parameter>")
+            );
+            params_alts.push(param);
+        }
+        let params = if params_alts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})*", params_alts.join(" | "))
+        };
+        rules.push(format!(
+            "xml-call-{i} ::= {}{params}",
+            literal(&format!("{name}>"))
+        ));
+        calls.push(format!("xml-call-{i}"));
+    }
+    rules.push(format!(
+        "xml-function ::= {} ({}) {}",
+        literal("<function="),
+        calls.join(" | "),
+        literal("\n</function>")
+    ));
+    // A call opened at a bare `<function=` may still be closed by the
+    // wrapper's tag.
+    let close = literal("\n</tool_call>");
+    let one = format!(
+        "({} xml-function {close} | xml-function ({close})?)",
+        literal("<tool_call>\n")
+    );
+    let root = if parallel {
+        format!("{one} (tool-ws {one})*")
+    } else {
+        one
+    };
+    // The built-ins come once per tool with the same bodies: keep one.
+    let mut seen = std::collections::HashSet::new();
+    rules.retain(|r| seen.insert(r.clone()));
+    let grammar = format!(
+        "root ::= {root}\ntool-ws ::= [ \\t\\n]{{0,4}}\n{}\n",
+        rules.join("\n")
+    );
+    Ok(ToolGrammar {
+        grammar,
+        lazy: choice == ToolChoice::Auto || thinking_open,
+        triggers: vec![
+            format!("({})", regex::escape("<tool_call>")),
+            format!("({})", regex::escape("<function=")),
+        ],
+    })
+}
+
+/// `text` as a GBNF string literal.
+fn literal(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Rules `NAME`, `NAME-1`, ... matching any text without `delimiter` in it:
+/// the states of a matcher of the delimiter, state K having matched its
+/// first K characters (`NAME` is state 0). The delimiter's first character
+/// occurs in it only there (true of the closing tags used), so that
+/// character always leads to state 1 and any other mismatch to state 0.
+fn text_without(name: &str, delimiter: &str) -> String {
+    let chars: Vec<char> = delimiter.chars().collect();
+    let class = |c: char| match c {
+        '\n' => "\\n".to_string(),
+        '\\' | ']' | '^' | '-' => format!("\\{c}"),
+        c => c.to_string(),
+    };
+    let first = chars[0];
+    let state = |k: usize| {
+        if k == 0 {
+            name.to_string()
+        } else {
+            format!("{name}-{k}")
+        }
+    };
+    let mut rules = Vec::new();
+    for (k, &c) in chars.iter().enumerate() {
+        let mut alts = vec![
+            "\"\"".to_string(),
+            format!("{} {}", literal(&first.to_string()), state(1)),
+        ];
+        if k == 0 {
+            alts.push(format!("[^{}] {}", class(first), state(0)));
+        } else {
+            alts.push(format!("[^{}{}] {}", class(first), class(c), state(0)));
+            if k + 1 < chars.len() {
+                alts.push(format!("{} {}", literal(&c.to_string()), state(k + 1)));
+            }
+        }
+        rules.push(format!("{} ::= {}", state(k), alts.join(" | ")));
+    }
+    rules.join("\n")
 }

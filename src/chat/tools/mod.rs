@@ -283,44 +283,8 @@ impl ChatTemplate {
     }
 }
 
-/// For each tool, the JSON types its schema allows for each parameter:
-/// `type` (a name or a list), else the types of `enum` values or of the
-/// `anyOf`/`oneOf` branches.
+/// For each tool, the JSON types its schema allows for each parameter.
 fn param_types(tools: &[Value]) -> HashMap<String, HashMap<String, Vec<String>>> {
-    fn types_of(schema: &Value) -> Vec<String> {
-        match &schema["type"] {
-            Value::String(t) => return vec![t.clone()],
-            Value::Array(ts) => {
-                return ts
-                    .iter()
-                    .filter_map(|t| t.as_str().map(String::from))
-                    .collect()
-            }
-            _ => {}
-        }
-        if let Some(values) = schema["enum"].as_array() {
-            let mut out: Vec<String> = Vec::new();
-            for v in values {
-                let t = match v {
-                    Value::String(_) => "string",
-                    Value::Null => "null",
-                    Value::Bool(_) => "boolean",
-                    Value::Number(_) => "number",
-                    _ => "object",
-                };
-                if !out.iter().any(|x| x == t) {
-                    out.push(t.to_string());
-                }
-            }
-            return out;
-        }
-        let branches = schema["anyOf"]
-            .as_array()
-            .or_else(|| schema["oneOf"].as_array());
-        branches
-            .map(|b| b.iter().flat_map(types_of).collect())
-            .unwrap_or_default()
-    }
     let mut out = HashMap::new();
     for tool in tools {
         let f = &tool["function"];
@@ -336,4 +300,41 @@ fn param_types(tools: &[Value]) -> HashMap<String, HashMap<String, Vec<String>>>
         out.insert(name.to_string(), params);
     }
     out
+}
+
+/// The JSON types a schema allows: `type` (a name or a list), else the
+/// types of its `enum` values or of its `anyOf`/`oneOf` branches.
+pub(super) fn types_of(schema: &Value) -> Vec<String> {
+    match &schema["type"] {
+        Value::String(t) => return vec![t.clone()],
+        Value::Array(ts) => {
+            return ts
+                .iter()
+                .filter_map(|t| t.as_str().map(String::from))
+                .collect()
+        }
+        _ => {}
+    }
+    if let Some(values) = schema["enum"].as_array() {
+        let mut out: Vec<String> = Vec::new();
+        for v in values {
+            let t = match v {
+                Value::String(_) => "string",
+                Value::Null => "null",
+                Value::Bool(_) => "boolean",
+                Value::Number(_) => "number",
+                _ => "object",
+            };
+            if !out.iter().any(|x| x == t) {
+                out.push(t.to_string());
+            }
+        }
+        return out;
+    }
+    let branches = schema["anyOf"]
+        .as_array()
+        .or_else(|| schema["oneOf"].as_array());
+    branches
+        .map(|b| b.iter().flat_map(types_of).collect())
+        .unwrap_or_default()
 }

@@ -50,3 +50,30 @@ pub fn json_schema_text_to_grammar(schema: &str) -> Result<SchemaGrammar> {
         .map_err(|e| Error::InvalidArgument(format!("the JSON schema is not valid JSON: {e}")))?;
     json_schema_to_grammar(&value)
 }
+
+/// The rules of each property's value in an object `schema` (a tool's
+/// parameters), for grammars that write the properties themselves (tagged
+/// tool-call formats): the grammar text without a `root`, and per property
+/// its name, whether it is required, and the rule of its value. Rule names
+/// start with `prefix`; the built-in rules (`space`, `string`, ...) keep
+/// theirs, with the same bodies in every such grammar.
+pub(crate) fn property_rules(
+    schema: &Value,
+    prefix: &str,
+) -> Result<(String, Vec<(String, bool, String)>)> {
+    let fail =
+        |msg: String| Error::InvalidArgument(format!("JSON schema conversion failed: {msg}"));
+    let doc = document::Document::read(schema).map_err(fail)?;
+    let mut converter = convert::Converter::new(&doc);
+    let mut out = Vec::new();
+    if let document::Node::Object { properties, .. } = &doc.root {
+        for p in properties {
+            let rule = converter.visit(&p.schema, &format!("{prefix}-{}", p.name));
+            out.push((p.name.clone(), p.required, rule));
+        }
+    }
+    if !converter.errors.is_empty() {
+        return Err(fail(converter.errors.join("; ")));
+    }
+    Ok((converter.rules.text(), out))
+}
