@@ -45,7 +45,8 @@ AARCH64_EMULATION_SKIP=(
   a_loaded_session_continues_as_if_never_saved a_session_keeps_its_first_tokens_when_asked
   a_bad_session_is_an_error_that_changes_nothing a_session_loads_only_into_its_model_and_cache_shape
   run_with_a_prompt_cache parallel_streams_equal_their_solo_runs parallel_requests_keep_their_own_state
-  parallel_cancel_and_errors
+  parallel_cancel_and_errors required_tool_calls_follow_the_tools run_with_tools
+  run_with_a_lora_adapter
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"

@@ -17,6 +17,7 @@ use serde::Serialize;
 use super::{
     CompletionParams, CompletionResult, CompletionRun, GeneratedToken, NextStep, StopReason,
 };
+use crate::chat::ChatMessage;
 use crate::context::{Batch, Context, SeqId, MAX_SEQUENCES};
 use crate::error::{Error, Result};
 use crate::stopwatch::Stopwatch;
@@ -29,6 +30,9 @@ pub enum ParallelEvent {
     Token {
         request: RequestId,
         token: GeneratedToken,
+        /// The message so far, for chats whose output is parsed (tools,
+        /// reasoning): as `CompletionRun::partial_message`.
+        message: Option<ChatMessage>,
     },
     /// The request ended: its result, or why it failed.
     Done {
@@ -280,6 +284,7 @@ impl Parallel {
                 Ok(Some(token)) => events.push(ParallelEvent::Token {
                     request: active.id,
                     token,
+                    message: active.run.partial_message(),
                 }),
                 Ok(None) => {}
                 Err(e) => {
@@ -352,7 +357,7 @@ impl Context {
             let mut failed = None;
             for event in events.drain(..) {
                 match event {
-                    ParallelEvent::Token { request, token } => {
+                    ParallelEvent::Token { request, token, .. } => {
                         on_token(index(request), &token.event())
                     }
                     ParallelEvent::Done { request, result } => match result {

@@ -797,10 +797,15 @@ impl JsLlamaContext {
         let mut out = Vec::with_capacity(events.len());
         for event in events {
             out.push(match event {
-                ParallelEvent::Token { request, token } => serde_json::json!({
-                    "request_id": request,
-                    "token": { "token": token.text, "id": token.id, "completion_probabilities": token.probs },
-                }),
+                ParallelEvent::Token { request, token, message } => {
+                    let mut data = serde_json::json!({ "token": token.text, "id": token.id, "completion_probabilities": token.probs });
+                    if let Some(m) = message {
+                        data["content"] = m.content.into();
+                        data["reasoning_content"] = m.reasoning_content.into();
+                        data["tool_calls"] = serde_json::to_value(&m.tool_calls).unwrap_or_default();
+                    }
+                    serde_json::json!({ "request_id": request, "token": data })
+                }
                 ParallelEvent::Done { request, result: Ok(r) } => {
                     serde_json::json!({ "request_id": request, "result": self.result_json(&r)? })
                 }
