@@ -44,19 +44,6 @@ enum Read<T> {
 }
 
 impl ChatParser {
-    /// A parser for plain text: no reasoning tags, no tool calls.
-    pub fn content_only() -> ChatParser {
-        ChatParser {
-            format: super::format::detect_format(""),
-            extract_reasoning: false,
-            thinking_open: false,
-            content_prefix: String::new(),
-            parse_calls: false,
-            param_types: HashMap::new(),
-            unwrap_json_fence: false,
-        }
-    }
-
     /// The output format this parser reads.
     pub fn format(&self) -> &OutputFormat {
         &self.format
@@ -206,8 +193,9 @@ impl ChatParser {
     fn read_calls(&self, text: &str, partial: bool) -> Read<Vec<ToolCall>> {
         match self.format.calls {
             CallSyntax::JsonTagged => {
-                let Read::Done(v, used) = json_read(text) else {
-                    return json_read(text).map_none();
+                let (v, used) = match json_read(text) {
+                    Read::Done(v, used) => (v, used),
+                    other => return other.map_none(),
                 };
                 let Some(call) = call_from_json(&v) else {
                     return Read::Invalid;
@@ -220,8 +208,9 @@ impl ChatParser {
             }
             CallSyntax::XmlFunction => self.read_xml_call(text, partial),
             CallSyntax::MistralList | CallSyntax::ToolCallList => {
-                let Read::Done(v, mut used) = json_read(text) else {
-                    return json_read(text).map_none();
+                let (v, mut used) = match json_read(text) {
+                    Read::Done(v, used) => (v, used),
+                    other => return other.map_none(),
                 };
                 let items = match v {
                     Value::Array(items) => items,
@@ -248,9 +237,9 @@ impl ChatParser {
                     Some(call) => Read::Done(vec![call], used),
                     None => Read::Invalid,
                 },
-                Read::Incomplete if partial => Read::Incomplete,
-                // Llama 3.1's built-in code interpreter: the rest is Python.
                 _ if partial => Read::Incomplete,
+                // Not JSON after `<|python_tag|>`: Llama 3.1's built-in code
+                // interpreter, the rest is Python.
                 _ => {
                     let code = serde_json::json!({"code": text.trim()});
                     let call = ToolCall {
