@@ -27,6 +27,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("backend", 4),
     ("kv", 5),
     ("model", 6),
+    ("lora", 6),
     ("context", 7),
     ("sampling", 8),
     ("chat", 8),
