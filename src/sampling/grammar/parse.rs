@@ -57,8 +57,14 @@ pub struct Rules {
 }
 
 impl Rules {
+    /// The id of the rule `name` defines. A name that was only referenced
+    /// by a definition later replaced has an id but no rule: `None`.
     pub fn id(&self, name: &str) -> Option<u32> {
-        self.names.iter().position(|n| n == name).map(|i| i as u32)
+        let i = self.names.iter().position(|n| n == name)?;
+        self.rules
+            .get(i)
+            .is_some_and(|r| !r.is_empty())
+            .then_some(i as u32)
     }
 }
 
@@ -565,6 +571,14 @@ mod tests {
         assert!(error("root = \"a\"").contains("line 1, column 6: expecting ::="));
         assert!(error("root ::= \"\\q\"").contains("unknown escape"));
         assert!(error("root ::= x\n").contains("rule 'x' is used but not defined"));
+        // `root` referenced only by a definition that a second one replaces
+        // (found by the grammar fuzz target): no root rule, not a panic.
+        assert!(crate::sampling::grammar::Grammar::parse(
+            "ot ::= [ab] root\not ::= \"a\"\n",
+            "root",
+            None
+        )
+        .is_err());
         assert!(error("root ::= \"a\"{2001}").contains("2001 repetitions"));
         assert!(error("root ::= <think>").contains("'<think>' is not one token"));
     }
