@@ -56,44 +56,20 @@ impl ChatMessage {
     /// arguments as a JSON object (what templates iterate or `tojson`; a
     /// string that is not JSON stays a string).
     pub fn to_template_value(&self) -> Value {
-        let mut m = serde_json::Map::new();
-        m.insert("role".into(), Value::from(self.role.as_str()));
-        m.insert("content".into(), Value::from(self.content.as_str()));
-        if !self.reasoning_content.is_empty() {
-            m.insert(
-                "reasoning_content".into(),
-                Value::from(self.reasoning_content.as_str()),
-            );
+        // The serialized message, with each call's arguments parsed.
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(calls) = v.get_mut("tool_calls").and_then(Value::as_array_mut) {
+            for call in calls {
+                let args = &mut call["function"]["arguments"];
+                if let Some(parsed) = args
+                    .as_str()
+                    .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                {
+                    *args = parsed;
+                }
+            }
         }
-        if !self.name.is_empty() {
-            m.insert("name".into(), Value::from(self.name.as_str()));
-        }
-        if !self.tool_call_id.is_empty() {
-            m.insert(
-                "tool_call_id".into(),
-                Value::from(self.tool_call_id.as_str()),
-            );
-        }
-        if !self.tool_calls.is_empty() {
-            let calls = self
-                .tool_calls
-                .iter()
-                .map(|c| {
-                    let arguments = serde_json::from_str::<Value>(&c.arguments)
-                        .unwrap_or_else(|_| Value::from(c.arguments.as_str()));
-                    let mut call = json!({
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": arguments},
-                    });
-                    if !c.id.is_empty() {
-                        call["id"] = Value::from(c.id.as_str());
-                    }
-                    call
-                })
-                .collect();
-            m.insert("tool_calls".into(), Value::Array(calls));
-        }
-        Value::Object(m)
+        v
     }
 }
 
