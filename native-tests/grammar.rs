@@ -87,10 +87,10 @@ num ::= "-"? [0-9]{1,}"#,
     for (src, good, bad) in cases {
         let g = grammar(src);
         for s in *good {
-            assert!(g.matches(s), "{src:?} should accept {s:?}");
+            assert!(g.matches(s).unwrap(), "{src:?} should accept {s:?}");
         }
         for s in *bad {
-            assert!(!g.matches(s), "{src:?} should reject {s:?}");
+            assert!(!g.matches(s).unwrap(), "{src:?} should reject {s:?}");
         }
     }
 }
@@ -142,6 +142,42 @@ fn grammar_errors_name_the_problem_and_where() {
         .unwrap()
         .to_string()
         .contains("outside the vocabulary"));
+}
+
+/// Nested repetitions parse text in exponentially many ways; past a bound
+/// following them is an error naming the grammar's ambiguity, in matching,
+/// in the token filter and in accepting tokens, rather than a hang (the
+/// grammar fuzz target found `[ab]+++…` taking minutes).
+#[test]
+fn too_ambiguous_grammars_are_errors_not_hangs() {
+    let nested = format!("root ::= [ab]{}", "+".repeat(140));
+    let g = grammar(&nested);
+    let err = g.matches("aaaaaaaa").unwrap_err().to_string();
+    assert!(err.contains("too ambiguous"), "{err}");
+    // A little nesting stays within the bound and matches as it should.
+    let g = grammar("root ::= (([ab]+)+)+ \"!\"");
+    assert!(g.matches("abba!").unwrap());
+    assert!(!g.matches("abc!").unwrap());
+
+    let vocab = &model().vocab;
+    let table = Arc::new(TokenTable::new(vocab));
+    let g = Grammar::parse(&nested, "root", Some(vocab)).unwrap();
+    let mut s = GrammarState::new(&g, table, None).unwrap();
+    let a = vocab.tokenize("a", false, false).unwrap()[0];
+    let mut failed = None;
+    for step in 0..8 {
+        // The filter, which follows one stack at a time, finishes too.
+        assert!(s.allows(a) || step > 0);
+        if let Err(e) = s.accept(a) {
+            failed = Some((step, e.to_string()));
+            break;
+        }
+    }
+    let (step, err) = failed.expect("accepting stops at the bound");
+    assert!(
+        step > 0 && err.contains("too ambiguous"),
+        "step {step}: {err}"
+    );
 }
 
 /// Which tokens the filter lets through, on SmolLM2's byte-level BPE.
@@ -332,7 +368,7 @@ fn constrained_completions_match_their_grammar() {
         }
         assert!(r.stopped_eos, "T={temperature}: {:?}", r.text);
         assert!(
-            grammar(src).matches(&r.text),
+            grammar(src).matches(&r.text).unwrap(),
             "T={temperature}: {:?}",
             r.text
         );

@@ -14,14 +14,15 @@ use crate::error::{Error, Result};
 use crate::tokenizer::Vocab;
 
 use parse::Elem;
-use stacks::{Automaton, Pos, Stack};
+use stacks::{Automaton, Pos, Stack, StackSet, TooAmbiguous};
 use utf8::Partial;
 
 /// A parsed grammar, ready to start generations from its root rule.
 #[derive(Clone)]
 pub struct Grammar {
     automaton: Arc<Automaton>,
-    root: u32,
+    /// The stacks before any text, found (and bounded) at parse.
+    initial: Vec<Stack>,
 }
 
 impl Grammar {
@@ -56,29 +57,36 @@ impl Grammar {
                 )));
             }
         }
+        let automaton = Automaton { rules };
+        let initial = automaton.initial(root_id).map_err(ambiguous)?;
         Ok(Grammar {
-            automaton: Arc::new(Automaton { rules }),
-            root: root_id,
+            automaton: Arc::new(automaton),
+            initial,
         })
     }
 
     /// Whether the whole of `text` matches, code point by code point (as
-    /// llama.cpp's grammar tests match strings).
-    pub fn matches(&self, text: &str) -> bool {
+    /// llama.cpp's grammar tests match strings); an error when the grammar
+    /// is too ambiguous to follow the text.
+    pub fn matches(&self, text: &str) -> Result<bool> {
         let a = &self.automaton;
-        let mut stacks = a.initial(self.root);
+        let mut stacks = self.initial.clone();
         for c in text.chars() {
-            let mut next = Vec::new();
+            let mut next = StackSet::default();
             for s in &stacks {
-                a.accept_char(s, c as u32, &mut next);
+                a.accept_char(s, c as u32, &mut next).map_err(ambiguous)?;
             }
             if next.is_empty() {
-                return false;
+                return Ok(false);
             }
-            stacks = next;
+            stacks = next.into_vec();
         }
-        stacks.iter().any(|s| s.is_empty())
+        Ok(stacks.iter().any(|s| s.is_empty()))
     }
+}
+
+fn ambiguous(e: TooAmbiguous) -> Error {
+    Error::InvalidArgument(e.to_string())
 }
 
 /// Each token's text (llama.cpp's piece with special tokens written out)
@@ -180,7 +188,7 @@ impl GrammarState {
             }
         };
         Ok(GrammarState {
-            stacks: grammar.automaton.initial(grammar.root),
+            stacks: grammar.initial.clone(),
             automaton: grammar.automaton.clone(),
             table,
             partial: Partial::default(),
@@ -314,12 +322,20 @@ impl GrammarState {
             }
         }
         if !next.is_empty() {
-            let after = a.after_class(stack);
-            for c in self.reject(&after, &next) {
-                rejected.push(Cand {
+            match a.after_class(stack) {
+                Ok(after) => {
+                    for c in self.reject(&after, &next) {
+                        rejected.push(Cand {
+                            from: c.from - 1,
+                            ..c
+                        });
+                    }
+                }
+                // Accepting these would fail the same way: refuse them.
+                Err(TooAmbiguous) => rejected.extend(next.iter().map(|c| Cand {
                     from: c.from - 1,
-                    ..c
-                });
+                    ..*c
+                })),
             }
         }
         rejected
@@ -376,7 +392,7 @@ impl GrammarState {
     fn accept_piece(&mut self, id: u32, piece: &[u8]) -> Result<()> {
         let a = &self.automaton;
         let (cps, partial) = utf8::decode(piece, self.partial);
-        let mut next_stacks: Vec<Stack> = Vec::new();
+        let mut next_stacks = StackSet::default();
         for stack in &self.stacks {
             let Some(&top) = stack.last() else { continue };
             match a.elem(top) {
@@ -390,23 +406,23 @@ impl GrammarState {
                         if !a.elem(after).ends_alternative() {
                             next.push(after);
                         }
-                        a.advance(next, &mut next_stacks);
+                        a.advance(next, &mut next_stacks).map_err(ambiguous)?;
                     }
                 }
                 _ => {
                     let mut current = vec![stack.clone()];
                     for &c in &cps {
-                        let mut moved = Vec::new();
+                        let mut moved = StackSet::default();
                         for s in &current {
-                            a.accept_char(s, c, &mut moved);
+                            a.accept_char(s, c, &mut moved).map_err(ambiguous)?;
                         }
-                        current = moved;
+                        current = moved.into_vec();
                         if current.is_empty() {
                             break;
                         }
                     }
                     for s in current {
-                        stacks::push_new(&mut next_stacks, s);
+                        next_stacks.insert(s).map_err(ambiguous)?;
                     }
                 }
             }
@@ -417,7 +433,7 @@ impl GrammarState {
                 String::from_utf8_lossy(piece)
             )));
         }
-        self.stacks = next_stacks;
+        self.stacks = next_stacks.into_vec();
         self.partial = partial;
         Ok(())
     }

@@ -17,6 +17,56 @@ pub struct Pos {
 
 pub type Stack = Vec<Pos>;
 
+/// The most stacks the automaton follows at once, and the most it expands
+/// to reach them from one stack. Each stack is one way the text so far
+/// parses; an ambiguous grammar (nested repetitions such as `(x+)+`) has
+/// exponentially many, which llama.cpp follows until it hangs. Grammars
+/// from JSON schemas and tool formats stay in the tens.
+pub const MAX_STACKS: usize = 10_000;
+
+/// Following the grammar would take more than `MAX_STACKS` stacks.
+#[derive(Debug)]
+pub struct TooAmbiguous;
+
+impl std::fmt::Display for TooAmbiguous {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the grammar is too ambiguous: following it takes more than {MAX_STACKS} parses at once (nested repetitions such as (x+)+ do this; write x+)"
+        )
+    }
+}
+
+/// Distinct stacks in the order found, at most `MAX_STACKS` of them.
+#[derive(Default)]
+pub struct StackSet {
+    list: Vec<Stack>,
+    seen: HashSet<Stack>,
+}
+
+impl StackSet {
+    /// Adds `stack` unless it is already here.
+    pub fn insert(&mut self, stack: Stack) -> Result<(), TooAmbiguous> {
+        if self.seen.contains(&stack) {
+            return Ok(());
+        }
+        if self.list.len() == MAX_STACKS {
+            return Err(TooAmbiguous);
+        }
+        self.seen.insert(stack.clone());
+        self.list.push(stack);
+        Ok(())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn into_vec(self) -> Vec<Stack> {
+        self.list
+    }
+}
+
 pub struct Automaton {
     pub rules: Rules,
 }
@@ -51,31 +101,35 @@ impl Automaton {
     }
 
     /// The stacks of the root's alternatives, each at a terminal.
-    pub fn initial(&self, root: u32) -> Vec<Stack> {
-        let mut out = Vec::new();
+    pub fn initial(&self, root: u32) -> Result<Vec<Stack>, TooAmbiguous> {
+        let mut out = StackSet::default();
         for start in self.alternatives(root) {
             let stack = if self.elem(start).ends_alternative() {
                 Vec::new()
             } else {
                 vec![start]
             };
-            self.advance(stack, &mut out);
+            self.advance(stack, &mut out)?;
         }
-        out
+        Ok(out.into_vec())
     }
 
     /// Expands rule references at the top of `stack` until every resulting
     /// stack's top is a terminal (or the stack is empty), adding each new
     /// one to `out`.
-    pub fn advance(&self, stack: Stack, out: &mut Vec<Stack>) {
+    pub fn advance(&self, stack: Stack, out: &mut StackSet) -> Result<(), TooAmbiguous> {
         let mut todo = vec![stack];
         let mut seen: HashSet<Stack> = HashSet::new();
         while let Some(stack) = todo.pop() {
-            if !seen.insert(stack.clone()) {
+            if seen.contains(&stack) {
                 continue;
             }
+            if seen.len() == MAX_STACKS {
+                return Err(TooAmbiguous);
+            }
+            seen.insert(stack.clone());
             let Some(&top) = stack.last() else {
-                push_new(out, stack);
+                out.insert(stack)?;
                 continue;
             };
             match self.elem(top) {
@@ -96,13 +150,14 @@ impl Automaton {
                 | Elem::CharNot(_)
                 | Elem::Any
                 | Elem::Token(_)
-                | Elem::TokenNot(_) => push_new(out, stack),
+                | Elem::TokenNot(_) => out.insert(stack)?,
                 // The parser never leaves a position on these.
                 Elem::End | Elem::Alt | Elem::RangeUpper(_) | Elem::CharAlt(_) => {
                     unreachable!("a grammar stack at {top:?}")
                 }
             }
         }
+        Ok(())
     }
 
     /// Whether the class starting at `p` matches `c`, and the position
@@ -188,38 +243,40 @@ impl Automaton {
 
     /// The stacks after `stack` accepts code point `c` (none if its top
     /// does not match), added to `out`.
-    pub fn accept_char(&self, stack: &Stack, c: u32, out: &mut Vec<Stack>) {
-        let Some(&top) = stack.last() else { return };
+    pub fn accept_char(
+        &self,
+        stack: &Stack,
+        c: u32,
+        out: &mut StackSet,
+    ) -> Result<(), TooAmbiguous> {
+        let Some(&top) = stack.last() else {
+            return Ok(());
+        };
         if matches!(self.elem(top), Elem::Token(_) | Elem::TokenNot(_)) {
-            return;
+            return Ok(());
         }
         let (ok, after) = self.match_char(top, c);
-        if ok {
-            let mut next = stack[..stack.len() - 1].to_vec();
-            if !self.elem(after).ends_alternative() {
-                next.push(after);
-            }
-            self.advance(next, out);
+        if !ok {
+            return Ok(());
         }
+        let mut next = stack[..stack.len() - 1].to_vec();
+        if !self.elem(after).ends_alternative() {
+            next.push(after);
+        }
+        self.advance(next, out)
     }
 
     /// The stack after its top (a class) has matched, expanded.
-    pub fn after_class(&self, stack: &Stack) -> Vec<Stack> {
+    pub fn after_class(&self, stack: &Stack) -> Result<Vec<Stack>, TooAmbiguous> {
         let top = *stack.last().expect("a stack at a class");
         let (_, after) = self.match_char(top, 0);
         let mut next = stack[..stack.len() - 1].to_vec();
         if !self.elem(after).ends_alternative() {
             next.push(after);
         }
-        let mut out = Vec::new();
-        self.advance(next, &mut out);
-        out
-    }
-}
-
-pub fn push_new(out: &mut Vec<Stack>, stack: Stack) {
-    if !out.contains(&stack) {
-        out.push(stack);
+        let mut out = StackSet::default();
+        self.advance(next, &mut out)?;
+        Ok(out.into_vec())
     }
 }
 
