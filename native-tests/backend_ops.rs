@@ -304,6 +304,61 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
     assert!(be.add(&mut [0.0; 3], &[1.0; 4]).is_err());
 }
 
+/// Softmax rows (the experts' router): probabilities that sum to one, equal
+/// to exp(x - max) / sum within f32 rounding, the same on every backend, and
+/// a length that is not a multiple of the width is an error.
+#[test]
+fn soft_max_rows_are_probabilities() {
+    let (n, d) = (7, 64);
+    let x: Vec<f32> = ggml_test_values(31, n * d)
+        .iter()
+        .map(|v| v * 30.0)
+        .collect();
+    each_backend("soft_max", true, d, |be| {
+        let mut p = x.clone();
+        be.soft_max(&mut p, d).unwrap();
+        p
+    });
+    let mut p = x.clone();
+    scalar()
+        .create_backend(1)
+        .unwrap()
+        .soft_max(&mut p, d)
+        .unwrap();
+    for (row, want) in p.chunks_exact(d).zip(x.chunks_exact(d)) {
+        let max = want
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, |m, v| m.max(v as f64));
+        let sum: f64 = want.iter().map(|&v| (v as f64 - max).exp()).sum();
+        let total: f64 = row.iter().map(|&v| v as f64).sum();
+        assert!((total - 1.0).abs() < 1e-5, "row sums to {total}");
+        for (&got, &v) in row.iter().zip(want) {
+            let exact = (v as f64 - max).exp() / sum;
+            assert!(
+                (got as f64 - exact).abs() <= 1e-6 + 1e-5 * exact,
+                "{got} vs {exact}"
+            );
+        }
+    }
+    // ln 3 apart: a quarter and three quarters.
+    let mut two = [0.0, 3f32.ln()];
+    scalar()
+        .create_backend(1)
+        .unwrap()
+        .soft_max(&mut two, 2)
+        .unwrap();
+    assert!(
+        (two[0] - 0.25).abs() < 1e-6 && (two[1] - 0.75).abs() < 1e-6,
+        "{two:?}"
+    );
+    assert!(scalar()
+        .create_backend(1)
+        .unwrap()
+        .soft_max(&mut [0.0; 5], 2)
+        .is_err());
+}
+
 /// A prompt's rows: enough of them (and of values) that two threads split
 /// every row-wise and element-wise op into pieces; each row or value must
 /// still come out as on one thread.

@@ -15,7 +15,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use std::sync::Arc;
 
 use common::synth::family;
-use common::teacher::{read_f32, teacher_forced, F16, QUANTIZED};
+use common::teacher::{read_f32, shared_batches, teacher_forced, F16, QUANTIZED};
 use common::{golden_path, json_ids, read_file, sha256_hex};
 use lamina::backend::cpu::{CpuDevice, CpuVariant};
 use lamina::context::{Context, ContextParams};
@@ -108,6 +108,70 @@ fn phi3_fused_longrope_q5_1() {
     check("phi3", None, 1);
 }
 
+/// Qwen3-MoE: each token routed to 2 of 8 Q4_K experts per layer.
+#[test]
+fn qwen3moe_experts_q4_k() {
+    check("qwen3moe", None, 1);
+}
+
+/// Two sequences in shared batches, then one copied and continued apart,
+/// against the reference's outputs for each (`seqs.cpp`): the experts route
+/// each sequence's tokens within one micro-batch.
+#[test]
+fn qwen3moe_sequences_in_shared_batches() {
+    check_seqs("qwen3moe");
+}
+
+/// The same with Gemma 3's sliding windows, per sequence.
+#[test]
+fn gemma3_sequences_in_shared_batches() {
+    check_seqs("gemma3");
+}
+
+fn check_seqs(name: &str) {
+    let g = golden(&format!("{name}.seqs"));
+    let bytes = family(name).write();
+    assert_eq!(
+        sha256_hex(&bytes),
+        g["model_sha256"].as_str().unwrap(),
+        "{name}: the generator no longer writes the file the goldens were made from"
+    );
+    let file = Arc::new(GgufFile::from_bytes(bytes).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Arc::new(Model::load(file, device, None).unwrap());
+    let mut ctx = Context::new(
+        model,
+        ContextParams {
+            n_ctx: 512,
+            n_threads: 1,
+            ..ContextParams::default()
+        },
+    )
+    .unwrap();
+    let checked = shared_batches(&mut ctx, name, &g, &QUANTIZED);
+    assert_eq!(checked, 2 + 2 * 6 + 2 * 6, "{name}: outputs checked");
+}
+
+/// Granite MoE: Granite's multipliers, 2 of 4 experts and a shared one.
+#[test]
+fn granitemoe_shared_expert_q8_0() {
+    check("granitemoe", None, 1);
+}
+
+/// `lamina info` names the experts.
+#[test]
+fn qwen3moe_info_names_the_experts() {
+    let file = Arc::new(GgufFile::from_bytes(family("qwen3moe").write()).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Model::load(file, device, None).unwrap();
+    let info = model.arch().hyperparameters();
+    assert!(
+        info.iter()
+            .any(|(k, v)| *k == "experts" && v.starts_with("2 used of 8, feed-forward 256 each")),
+        "{info:?}"
+    );
+}
+
 /// Granite with `rope.scaling.finetuned = false`: no layer rotates.
 #[test]
 fn granite_without_rope() {
@@ -192,6 +256,20 @@ fn write_synth_models() {
         let bytes = s.write();
         std::fs::write(format!("{dir}/{}.gguf", s.name), &bytes).unwrap();
         println!("{} {}", s.name, sha256_hex(&bytes));
+    }
+}
+
+/// Writes the bench-sized models (`common::synth::BENCH`) into
+/// `$LAMINA_SYNTH_DIR` (for `scripts/bench-synth.sh`).
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+#[ignore]
+fn write_bench_models() {
+    let dir = std::env::var("LAMINA_SYNTH_DIR").expect("LAMINA_SYNTH_DIR");
+    for s in common::synth::BENCH {
+        let path = format!("{dir}/{}.gguf", s.name);
+        std::fs::write(&path, s.write()).unwrap();
+        println!("{path}");
     }
 }
 

@@ -48,6 +48,19 @@ pub struct Synth {
     pub u32_keys: &'static [(&'static str, u32)],
     /// `{arch}.*` bool keys beyond the shape.
     pub bool_keys: &'static [(&'static str, bool)],
+    /// A mixture of experts in place of each layer's feed-forward.
+    pub experts: Option<Experts>,
+}
+
+/// A mixture of experts' sizes: `n_used` of `n_expert` feed-forwards of
+/// `n_ff` each, routed by an F32 `ffn_gate_inp` (as converted files have it),
+/// and a shared expert of `shared_ff` (0: none).
+#[derive(Clone, Copy)]
+pub struct Experts {
+    pub n_expert: u32,
+    pub n_used: u32,
+    pub n_ff: u32,
+    pub shared_ff: u32,
 }
 
 const BASE: Synth = Synth {
@@ -73,6 +86,7 @@ const BASE: Synth = Synth {
     keys: &[],
     u32_keys: &[],
     bool_keys: &[],
+    experts: None,
 };
 
 /// Phi-3: fused products, LongRoPE factors (a context of up to 4096
@@ -219,6 +233,47 @@ pub const FAMILIES: &[Synth] = &[
         ..BASE
     },
     GRANITE,
+    // Qwen3-MoE: 2 of 8 experts per token; a router spread wider than the
+    // other matrices, so no two experts' scores sit close enough for
+    // rounding to swap them.
+    Synth {
+        name: "qwen3moe",
+        arch: "qwen3moe",
+        vocab: "ggml-vocab-qwen2.gguf",
+        weights: GgmlType::Q4_K,
+        qk_norm: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        experts: Some(Experts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff: 256,
+            shared_ff: 0,
+        }),
+        ..BASE
+    },
+    // Granite MoE with a shared expert: Granite's multipliers, 2 of 4
+    // experts as wide as feed_forward_length.
+    Synth {
+        name: "granitemoe",
+        arch: "granitemoe",
+        weights: GgmlType::Q8_0,
+        n_ff: 256,
+        experts: Some(Experts {
+            n_expert: 4,
+            n_used: 2,
+            n_ff: 256,
+            shared_ff: 512,
+        }),
+        // Milder multipliers than `granite`'s, so the experts' weights
+        // move the logits by more than the tolerance.
+        keys: &[
+            ("embedding_scale", 2.0),
+            ("residual_scale", 0.5),
+            ("attention.scale", 0.125),
+            ("logit_scale", 0.5),
+        ],
+        ..GRANITE
+    },
     // Granite's RoPE switch off: no layer rotates. Sharper attention than
     // `granite`'s (whose 1/64 makes it nearly uniform), so positions matter.
     Synth {
@@ -249,6 +304,30 @@ const GRANITE: Synth = Synth {
     ],
     ..BASE
 };
+
+/// Random-weight models at the shapes of real releases, for speed side by
+/// side with the reference (`scripts/bench-synth.sh`), not for goldens.
+pub const BENCH: &[Synth] = &[
+    // IBM Granite 3.1 1B-A400M: 24 layers of 8 of 32 experts.
+    Synth {
+        name: "granitemoe-1b-a400m",
+        arch: "granitemoe",
+        weights: GgmlType::Q4_K,
+        n_layer: 24,
+        n_embd: 1024,
+        n_head: 16,
+        n_head_kv: 8,
+        head_dim: 64,
+        n_ff: 512,
+        experts: Some(Experts {
+            n_expert: 32,
+            n_used: 8,
+            n_ff: 512,
+            shared_ff: 0,
+        }),
+        ..GRANITE
+    },
+];
 
 pub fn family(name: &str) -> &'static Synth {
     FAMILIES
@@ -294,6 +373,19 @@ impl Synth {
             (key("rope.dimension_count"), Value::U32(self.head_dim)),
             (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         ];
+        if let Some(e) = self.experts {
+            meta.extend([
+                (key("expert_count"), Value::U32(e.n_expert)),
+                (key("expert_used_count"), Value::U32(e.n_used)),
+                (key("expert_feed_forward_length"), Value::U32(e.n_ff)),
+            ]);
+            if e.shared_ff > 0 {
+                meta.push((
+                    key("expert_shared_feed_forward_length"),
+                    Value::U32(e.shared_ff),
+                ));
+            }
+        }
         meta.extend(self.keys.iter().map(|(k, v)| (key(k), Value::F32(*v))));
         meta.extend(self.u32_keys.iter().map(|(k, v)| (key(k), Value::U32(*v))));
         meta.extend(
@@ -340,13 +432,27 @@ impl Synth {
                 t.matrix(&n("attn_v"), wt, kvw, d, scale(d));
             }
             t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
-            if self.fused {
+            if let Some(e) = self.experts {
+                let (ne, eff) = (e.n_expert as u64, e.n_ff as u64);
+                t.matrix(&n("ffn_gate_inp"), GgmlType::F32, ne, d, 3.0 * scale(d));
+                t.stacked(&n("ffn_gate_exps"), wt, ne, eff, d, scale(d));
+                t.stacked(&n("ffn_up_exps"), wt, ne, eff, d, scale(d));
+                t.stacked(&n("ffn_down_exps"), wt, ne, d, eff, scale(eff));
+                let sff = e.shared_ff as u64;
+                if sff > 0 {
+                    t.matrix(&n("ffn_gate_shexp"), wt, sff, d, scale(d));
+                    t.matrix(&n("ffn_up_shexp"), wt, sff, d, scale(d));
+                    t.matrix(&n("ffn_down_shexp"), wt, d, sff, scale(sff));
+                }
+            } else if self.fused {
                 t.matrix(&n("ffn_up"), wt, 2 * ff, d, scale(d));
             } else {
                 t.matrix(&n("ffn_gate"), wt, ff, d, scale(d));
                 t.matrix(&n("ffn_up"), wt, ff, d, scale(d));
             }
-            t.matrix(&n("ffn_down"), wt, d, ff, scale(ff));
+            if self.experts.is_none() {
+                t.matrix(&n("ffn_down"), wt, d, ff, scale(ff));
+            }
             norms.push((n("attn_norm"), d));
             norms.push((n("ffn_norm"), d));
             if self.qk_norm {
@@ -410,6 +516,13 @@ impl Tensors {
         let mut bytes = vec![0u8; dtype.bytes_for(values.len())];
         convert::quantize(dtype, &values, &mut bytes).expect("quantize");
         self.list.push((name.into(), ty, vec![cols, rows], bytes));
+    }
+
+    /// `n` matrices of `rows` x `cols` as one 3-D tensor (experts).
+    fn stacked(&mut self, name: &str, ty: GgmlType, n: u64, rows: u64, cols: u64, a: f32) {
+        self.matrix(name, ty, n * rows, cols, a);
+        let last = self.list.last_mut().expect("just written");
+        last.2 = vec![cols, rows, n];
     }
 
     fn vector(&mut self, name: &str, v: &[f32]) {

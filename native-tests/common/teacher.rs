@@ -83,30 +83,7 @@ pub fn teacher_forced(
     let (max_abs, rms) = compare_logits(name, "last prompt position", &logits, reference, tol);
     let steps = steps.min(generated.len());
     for s in 0..steps {
-        let want = top5[s].as_array().unwrap();
-        let (top_id, top_logit) = (
-            want[0][0].as_u64().unwrap() as u32,
-            want[0][1].as_f64().unwrap(),
-        );
-        let gap = top_logit - want[1][1].as_f64().unwrap();
-        if gap >= tol.gap {
-            assert_eq!(
-                greedy(&logits),
-                Some(top_id),
-                "{name}: step {s} (gap {gap:.2})"
-            );
-        }
-        for pair in want {
-            let (id, l) = (
-                pair[0].as_u64().unwrap() as usize,
-                pair[1].as_f64().unwrap(),
-            );
-            assert!(
-                (logits[id] as f64 - l).abs() <= tol.max_abs,
-                "{name}: step {s} token {id}: {} vs {l}",
-                logits[id]
-            );
-        }
+        check_top5(&format!("{name}: step {s}"), &logits, &top5[s], tol);
         if s + 1 < steps {
             let pos = (prompt.len() + s) as i32;
             ctx.decode(&Batch::for_sequence(&[generated[s]], pos, 0).unwrap())
@@ -120,4 +97,78 @@ pub fn teacher_forced(
         ctx.cpu_variant()
     );
     (max_abs, rms)
+}
+
+/// `logits` against the reference's top five `[id, logit]` pairs: each
+/// logit within the tolerance's max abs, and the same best token where the
+/// reference's best two are at least the tolerance's gap apart.
+pub fn check_top5(what: &str, logits: &[f32], want: &serde_json::Value, tol: &Tolerance) {
+    let want = want.as_array().expect("top-5 pairs");
+    let pair = |i: usize| {
+        (
+            want[i][0].as_u64().unwrap() as usize,
+            want[i][1].as_f64().unwrap(),
+        )
+    };
+    let (top_id, top_logit) = pair(0);
+    let gap = top_logit - pair(1).1;
+    if gap >= tol.gap {
+        assert_eq!(
+            greedy(logits),
+            Some(top_id as u32),
+            "{what}: best token (gap {gap:.2})"
+        );
+    }
+    for i in 0..want.len() {
+        let (id, l) = pair(i);
+        assert!(
+            (logits[id] as f64 - l).abs() <= tol.max_abs,
+            "{what}: token {id}: {} vs {l}",
+            logits[id]
+        );
+    }
+}
+
+/// Replays the reference's operations on several sequences (`seqs.cpp`:
+/// shared-batch decodes and sequence copies) on `ctx`, checking each
+/// wanted output against its top five. Returns the outputs checked.
+pub fn shared_batches(
+    ctx: &mut Context,
+    name: &str,
+    golden: &serde_json::Value,
+    tol: &Tolerance,
+) -> usize {
+    let mut checked = 0;
+    for (o, op) in golden["ops"].as_array().expect("ops").iter().enumerate() {
+        if let Some(copy) = op.get("copy") {
+            let (src, dst) = (copy[0].as_u64().unwrap(), copy[1].as_u64().unwrap());
+            ctx.kv_seq_cp(src as u32, dst as u32, -1, -1).unwrap();
+            continue;
+        }
+        let entries = op["decode"].as_array().expect("a decode");
+        let mut batch = Batch::new(entries.len());
+        for e in entries {
+            batch
+                .add(
+                    e[0].as_u64().unwrap() as u32,
+                    e[1].as_i64().unwrap() as i32,
+                    &[e[2].as_u64().unwrap() as u32],
+                    e[3].as_bool().unwrap(),
+                )
+                .unwrap();
+        }
+        ctx.decode(&batch).unwrap();
+        let tops = op["top5"].as_array().unwrap();
+        let wanted = entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e[3].as_bool().unwrap());
+        for ((i, e), want) in wanted.zip(tops) {
+            let logits = ctx.logits(i as i32).unwrap();
+            let what = format!("{name}: op {o}, sequence {}", e[2]);
+            check_top5(&what, logits, want, tol);
+            checked += 1;
+        }
+    }
+    checked
 }

@@ -175,6 +175,8 @@ pub trait Backend: Send {
     fn scale(&mut self, x: &mut [f32], c: f32) -> Result<()>;
     /// tanh in place.
     fn tanh(&mut self, x: &mut [f32]) -> Result<()>;
+    /// Softmax of each row of `x` (rows of `width`) in place.
+    fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()>;
     /// Stores `src` (one row) as row `row` of a cache (converted to its type).
     fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()>;
     /// Reads row `row` of a cache as f32.

@@ -119,6 +119,9 @@ impl Backend for LoraBackend<'_> {
     fn tanh(&mut self, x: &mut [f32]) -> Result<()> {
         self.inner.tanh(x)
     }
+    fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()> {
+        self.inner.soft_max(x, width)
+    }
     fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()> {
         self.inner.set_row(src, dst, row)
     }

@@ -129,6 +129,13 @@ impl LoraAdapter {
                     "'{base}' is not a weight of this model (another base model?)"
                 ))
             })?;
+            // Experts are bound one matrix per expert: a pair for the whole
+            // 3-D tensor would find no product to join.
+            if base.ends_with("_exps.weight") {
+                return Err(bad(format!(
+                    "'{base}' holds a mixture's experts: adapters for experts are not supported"
+                )));
+            }
             let a = tensor(&file, a_name)?;
             let b = tensor(&file, b_name)?;
             let is_embedding = base.ends_with("token_embd.weight");

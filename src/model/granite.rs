@@ -3,10 +3,14 @@
 //! each block's output before its residual, and a divisor of the logits.
 //! `rope.scaling.finetuned = false` turns RoPE off in every layer (the
 //! reference reads the key as Granite's RoPE switch, on by default).
+//! Granite MoE (`granitemoe`, 3.x 1B-A400M and 3B-A800M) is the same with a
+//! mixture of experts in every layer (experts as wide as
+//! `feed_forward_length`, weights renormalised), and a shared expert where
+//! `expert_shared_feed_forward_length` is set.
 
 use std::sync::Arc;
 
-use super::decoder::{self, LayerSpec, Parts};
+use super::decoder::{self, LayerSpec, MoeSpec, Parts};
 use super::weights::Progress;
 use super::Architecture;
 use crate::backend::{Device, RopeKind};
@@ -18,7 +22,24 @@ pub(crate) fn load(
     device: &dyn Device,
     progress: Option<Progress>,
 ) -> Result<Box<dyn Architecture>> {
-    let (keys, shape, mut recipe, rope) = decoder::common(file, "granite", RopeKind::Normal)?;
+    load_named("granite", file, device, progress)
+}
+
+pub(crate) fn load_moe(
+    file: &Arc<GgufFile>,
+    device: &dyn Device,
+    progress: Option<Progress>,
+) -> Result<Box<dyn Architecture>> {
+    load_named("granitemoe", file, device, progress)
+}
+
+fn load_named(
+    arch: &'static str,
+    file: &Arc<GgufFile>,
+    device: &dyn Device,
+    progress: Option<Progress>,
+) -> Result<Box<dyn Architecture>> {
+    let (keys, shape, mut recipe, rope) = decoder::common(file, arch, RopeKind::Normal)?;
     // llama.cpp reads 0 (or a missing key) as "no multiplier".
     let multiplier = |key: &str| -> Result<Option<f32>> {
         match keys.opt_f32(key)? {
@@ -37,14 +58,21 @@ pub(crate) fn load(
         rope: uses_rope.then(|| rope.clone()),
         window: None,
     };
-    decoder::load(
-        "granite",
-        file,
-        device,
-        progress,
-        shape,
-        recipe,
-        Parts::default(),
-        &spec,
-    )
+    let experts = if arch == "granitemoe" {
+        Some(MoeSpec {
+            // The reference sizes Granite's experts by feed_forward_length.
+            n_ff: shape.n_ff,
+            shared_ff: keys
+                .opt_usize("expert_shared_feed_forward_length")?
+                .filter(|&w| w > 0),
+            ..MoeSpec::read(&keys, true, |_| shape.n_ff)?
+        })
+    } else {
+        None
+    };
+    let parts = Parts {
+        experts,
+        ..Parts::default()
+    };
+    decoder::load(arch, file, device, progress, shape, recipe, parts, &spec)
 }

@@ -15,6 +15,7 @@ pub mod llama;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3moe;
 mod smollm3;
 pub(crate) mod weights;
 
@@ -173,9 +174,11 @@ const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("llama", llama::load),
     ("qwen2", qwen2::load),
     ("qwen3", qwen3::load),
+    ("qwen3moe", qwen3moe::load),
     ("gemma3", gemma3::load),
     ("smollm3", smollm3::load),
     ("granite", granite::load),
+    ("granitemoe", granite::load_moe),
     ("phi3", phi3::load),
     ("bert", bert::load),
 ];

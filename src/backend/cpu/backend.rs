@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::attention::{self, AttnPiece};
 use super::kernels::Kernels;
 use super::matmul;
+use super::rows;
 use crate::backend::matrix::Matrix;
 use crate::backend::ops::{AttentionArgs, CacheRows, CacheRowsMut, Rope};
 use crate::backend::Backend;
@@ -259,6 +260,12 @@ impl Backend for CpuBackend {
         for v in x.iter_mut() {
             *v = v.tanh();
         }
+        Ok(())
+    }
+
+    fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()> {
+        rows_of("soft_max", x.len(), width)?;
+        x.chunks_exact_mut(width).for_each(rows::soft_max);
         Ok(())
     }
 

@@ -290,6 +290,21 @@ pub fn widen_f16(x: &[f16], out: &mut [f32]) {
     }
 }
 
+/// Softmax of one row in place, as ggml's CPU softmax: the row's maximum
+/// off, exp, the sum in f64, then every value times the sum's inverse.
+pub fn soft_max(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0f64;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
 /// `out += p · v` for an f32 row.
 pub fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);

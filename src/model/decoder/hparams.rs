@@ -145,7 +145,9 @@ impl Shape {
                 "heads of {head_dim} keys and {value_dim} values are not supported"
             )));
         }
-        let n_ff = keys.usize("feed_forward_length")?;
+        // A mixture of experts may leave it out (0: the dense layers that
+        // need it then say it is missing).
+        let n_ff = keys.opt_usize("feed_forward_length")?.unwrap_or(0);
         let n_ctx_train = keys.usize("context_length")?;
         if n_ctx_train == 0 {
             return Err(Error::InvalidArgument(format!(

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::moe::Experts;
 use super::{Decoder, LayerSpec, Parts, Recipe, Shape};
 use crate::backend::{Device, Matrix, Op};
 use crate::error::{Error, Result};
@@ -25,6 +26,14 @@ pub(super) enum GateUp {
     Fused(Matrix),
 }
 
+/// The feed-forward: one gated network, or a mixture of experts.
+// One per layer, so the variants' sizes differing costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Ffn {
+    Dense { gate_up: GateUp, down: Matrix },
+    Experts(Experts),
+}
+
 pub(super) struct Layer {
     pub(super) spec: LayerSpec,
     pub(super) attn_norm: Vec<f32>,
@@ -34,8 +43,7 @@ pub(super) struct Layer {
     pub(super) wo: Matrix,
     pub(super) post_attn_norm: Option<Vec<f32>>,
     pub(super) ffn_norm: Vec<f32>,
-    pub(super) gate_up: GateUp,
-    pub(super) down: Matrix,
+    pub(super) ffn: Ffn,
     pub(super) post_ffn_norm: Option<Vec<f32>>,
 }
 
@@ -45,11 +53,17 @@ impl Layer {
             Qkv::Separate(w) => w.iter().collect(),
             Qkv::Fused(w) => vec![w],
         };
-        match &self.gate_up {
-            GateUp::Separate(g, u) => m.extend([g, u]),
-            GateUp::Fused(w) => m.push(w),
+        m.push(&self.wo);
+        match &self.ffn {
+            Ffn::Dense { gate_up, down } => {
+                match gate_up {
+                    GateUp::Separate(g, u) => m.extend([g, u]),
+                    GateUp::Fused(w) => m.push(w),
+                }
+                m.push(down);
+            }
+            Ffn::Experts(e) => m.extend(e.matrices()),
         }
-        m.extend([&self.wo, &self.down]);
         m
     }
 
@@ -60,9 +74,12 @@ impl Layer {
             Qkv::Fused(_) => sh.q_width() + 2 * sh.kv_width(),
             Qkv::Separate(_) => 0,
         };
-        let gate_up = match self.gate_up {
-            GateUp::Fused(_) => 2 * sh.n_ff,
-            GateUp::Separate(..) => 0,
+        let gate_up = match self.ffn {
+            Ffn::Dense {
+                gate_up: GateUp::Fused(_),
+                ..
+            } => 2 * sh.n_ff,
+            _ => 0,
         };
         qkv.max(gate_up)
     }
@@ -133,10 +150,24 @@ pub(crate) fn load(
                 bind(&w("attn_v"), kvw, d)?,
             ]),
         };
-        let gate_up = if parts.fused && optional(file, &w("ffn_gate"))?.is_none() {
-            GateUp::Fused(bind(&w("ffn_up"), 2 * ff, d)?)
-        } else {
-            GateUp::Separate(bind(&w("ffn_gate"), ff, d)?, bind(&w("ffn_up"), ff, d)?)
+        let ffn = match parts.experts {
+            Some(spec) => Ffn::Experts(Experts::load(device, file, i, d, spec)?),
+            None if ff == 0 => {
+                return Err(Error::MissingKey {
+                    key: format!("{name}.feed_forward_length"),
+                })
+            }
+            None => {
+                let gate_up = if parts.fused && optional(file, &w("ffn_gate"))?.is_none() {
+                    GateUp::Fused(bind(&w("ffn_up"), 2 * ff, d)?)
+                } else {
+                    GateUp::Separate(bind(&w("ffn_gate"), ff, d)?, bind(&w("ffn_up"), ff, d)?)
+                };
+                Ffn::Dense {
+                    gate_up,
+                    down: bind(&w("ffn_down"), d, ff)?,
+                }
+            }
         };
         let layer = Layer {
             spec: spec(i),
@@ -147,8 +178,7 @@ pub(crate) fn load(
             wo: bind(&w("attn_output"), d, qw)?,
             post_attn_norm,
             ffn_norm: vec_of(&w("ffn_norm"), d)?,
-            gate_up,
-            down: bind(&w("ffn_down"), d, ff)?,
+            ffn,
             post_ffn_norm,
         };
         steps.step(layer.matrices().iter().map(|m| m.size_bytes()).sum())?;

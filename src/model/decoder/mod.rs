@@ -4,7 +4,8 @@
 //! per-head Q/K norms, RoPE, grouped KV heads over the cache, optionally a
 //! sliding window) and a pre-norm gated feed-forward block (gate and up
 //! separate or fused), each optionally post-normed and scaled before its
-//! residual; a final norm and the output projection.
+//! residual; a final norm and the output projection. The feed-forward may
+//! be a mixture of experts instead (`moe.rs`: Qwen3-MoE, Granite MoE).
 //!
 //! An architecture file reads its own metadata keys and tensor names and
 //! says which of these parts it has (`Recipe`, per-layer `LayerSpec`); the
@@ -16,17 +17,19 @@
 
 mod hparams;
 mod layers;
+mod moe;
 
 use std::any::Any;
 
 pub(crate) use hparams::{common, factors, uniform, Keys, Shape};
 pub(crate) use layers::load;
+pub(crate) use moe::MoeSpec;
 
 use super::{state_of, Architecture, Dims, MicroBatch};
 use crate::backend::{Backend, Matrix, Rope};
 use crate::error::{Error, Result};
 use crate::kv::{KvCache, KvLayout};
-use layers::{GateUp, Layer, Qkv};
+use layers::{Ffn, GateUp, Layer, Qkv};
 
 /// The feed-forward's gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +130,9 @@ pub struct Parts {
     /// then K, then V) for the three of attention, and a `ffn_up` of twice
     /// the feed-forward's rows (gate, then up) without `ffn_gate`.
     pub fused: bool,
+    /// A mixture of experts in every layer instead of one feed-forward
+    /// (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`).
+    pub experts: Option<MoeSpec>,
 }
 
 /// A loaded decoder of any of the families above.
@@ -164,6 +170,8 @@ struct State {
     /// A fused product's output before it is split (empty without one).
     fused: Vec<f32>,
     last: Vec<f32>,
+    /// The mixture of experts' scratch (models with experts).
+    moe: Option<moe::Scratch>,
 }
 
 impl Decoder {
@@ -228,6 +236,13 @@ impl Architecture for Decoder {
                 .max()
                 .unwrap_or(0))?,
             last: buf(s.n_embd)?,
+            moe: match self.layers.iter().find_map(|l| match &l.ffn {
+                Ffn::Experts(e) => Some(*e.spec()),
+                Ffn::Dense { .. } => None,
+            }) {
+                Some(spec) => Some(moe::Scratch::new(&spec, max_tokens, s.n_embd)?),
+                None => None,
+            },
         }))
     }
 
@@ -323,23 +338,33 @@ impl Architecture for Decoder {
             residual(be, x, proj, xn, layer.post_attn_norm.as_deref(), r)?;
             // Feed-forward.
             be.rms_norm(x, &layer.ffn_norm, r.rms_eps, xn)?;
-            match &layer.gate_up {
-                GateUp::Separate(wg, wu) => {
-                    be.mul_mat(wg, xn, n, gate)?;
-                    be.mul_mat(wu, xn, n, up)?;
-                    r.activation.apply(be, gate, up)?;
-                }
-                GateUp::Fused(w) => {
-                    let all = &mut fused[..n * 2 * ff];
-                    be.mul_mat(w, xn, n, all)?;
-                    for (t, row) in all.chunks_exact_mut(2 * ff).enumerate() {
-                        let (g, u) = row.split_at_mut(ff);
-                        r.activation.apply(be, g, u)?;
-                        gate[t * ff..(t + 1) * ff].copy_from_slice(g);
+            match &layer.ffn {
+                Ffn::Dense { gate_up, down } => {
+                    match gate_up {
+                        GateUp::Separate(wg, wu) => {
+                            be.mul_mat(wg, xn, n, gate)?;
+                            be.mul_mat(wu, xn, n, up)?;
+                            r.activation.apply(be, gate, up)?;
+                        }
+                        GateUp::Fused(w) => {
+                            let all = &mut fused[..n * 2 * ff];
+                            be.mul_mat(w, xn, n, all)?;
+                            for (t, row) in all.chunks_exact_mut(2 * ff).enumerate() {
+                                let (g, u) = row.split_at_mut(ff);
+                                r.activation.apply(be, g, u)?;
+                                gate[t * ff..(t + 1) * ff].copy_from_slice(g);
+                            }
+                        }
                     }
+                    be.mul_mat(down, gate, n, proj)?;
+                }
+                Ffn::Experts(experts) => {
+                    let scratch = s.moe.as_mut().ok_or_else(|| {
+                        Error::InvalidArgument("a state without the experts' scratch".into())
+                    })?;
+                    experts.forward(be, xn, n, proj, scratch)?;
                 }
             }
-            be.mul_mat(&layer.down, gate, n, proj)?;
             residual(be, x, proj, xn, layer.post_ffn_norm.as_deref(), r)?;
         }
         let n_out = ub.outputs.len();
@@ -465,6 +490,25 @@ impl Architecture for Decoder {
         );
         if r.q_scale.is_none() {
             h.push(("score scale", r.kq_scale.to_string()));
+        }
+        if let Some(Ffn::Experts(e)) = self.layers.first().map(|l| &l.ffn) {
+            let m = e.spec();
+            h.push((
+                "experts",
+                format!(
+                    "{} used of {}, feed-forward {} each, softmax gating{}{}",
+                    m.n_used,
+                    m.n_expert,
+                    m.n_ff,
+                    if m.norm_weights {
+                        ", weights renormalised"
+                    } else {
+                        ""
+                    },
+                    m.weights_scale
+                        .map_or(String::new(), |c| format!(", weights times {c}"))
+                ),
+            ));
         }
         if let Some(long) = &r.long_rope {
             h.push((
