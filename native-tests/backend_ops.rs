@@ -359,6 +359,74 @@ fn soft_max_rows_are_probabilities() {
         .is_err());
 }
 
+/// The gated short convolution (LFM2), token by token on every backend,
+/// against the convolution written out over the whole sequence: out[t] =
+/// C[t] · Σ_k taps[k] · (B·X)[t - (len-1) + k], zeros before the first
+/// token; and the state it leaves is the last `len - 1` values of B·X.
+#[test]
+fn short_conv_steps_equal_the_whole_convolution() {
+    let (n, len, steps) = (5, 4, 6);
+    let kernel = ggml_test_values(51, 32)[..n * len].to_vec();
+    let bcx: Vec<f32> = ggml_test_values(52, 96)[..steps * 3 * n].to_vec();
+    let bx = |t: usize, ch: usize| bcx[t * 3 * n + ch] * bcx[t * 3 * n + 2 * n + ch];
+    let mut want = vec![0.0f32; steps * n];
+    for t in 0..steps {
+        for ch in 0..n {
+            let mut sum = 0.0f32;
+            for k in 0..len {
+                let back = len - 1 - k;
+                if t >= back {
+                    sum += bx(t - back, ch) * kernel[ch * len + k];
+                }
+            }
+            want[t * n + ch] = bcx[t * 3 * n + n + ch] * sum;
+        }
+    }
+    each_backend("short_conv", true, n, |be| {
+        let mut state = vec![0.0; (len - 1) * n];
+        let mut out = vec![0.0; steps * n];
+        for t in 0..steps {
+            be.short_conv(
+                &kernel,
+                len,
+                &mut state,
+                &bcx[t * 3 * n..(t + 1) * 3 * n],
+                &mut out[t * n..(t + 1) * n],
+            )
+            .unwrap();
+        }
+        for k in 0..len - 1 {
+            for ch in 0..n {
+                assert_eq!(state[k * n + ch], bx(steps - (len - 1) + k, ch));
+            }
+        }
+        out
+    });
+    let mut be = scalar().create_backend(1).unwrap();
+    let mut state = vec![0.0; (len - 1) * n];
+    let mut out = vec![0.0; steps * n];
+    for t in 0..steps {
+        be.short_conv(
+            &kernel,
+            len,
+            &mut state,
+            &bcx[t * 3 * n..(t + 1) * 3 * n],
+            &mut out[t * n..(t + 1) * n],
+        )
+        .unwrap();
+    }
+    for (g, w) in out.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+    // Shapes that do not fit are errors.
+    assert!(be
+        .short_conv(&kernel, len, &mut state[1..], &bcx[..3 * n], &mut out[..n])
+        .is_err());
+    assert!(be
+        .short_conv(&kernel, 1, &mut [], &bcx[..3 * n], &mut out[..n])
+        .is_err());
+}
+
 /// A prompt's rows: enough of them (and of values) that two threads split
 /// every row-wise and element-wise op into pieces; each row or value must
 /// still come out as on one thread.

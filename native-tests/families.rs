@@ -152,6 +152,21 @@ fn check_seqs(name: &str) {
     assert_eq!(checked, 2 + 2 * 6 + 2 * 6, "{name}: outputs checked");
 }
 
+/// LFM2: short convolutions (a recurrent state per sequence) in two layers,
+/// attention in the other two.
+#[test]
+fn lfm2_short_convolutions_q4_k() {
+    check("lfm2", None, 1);
+}
+
+/// LFM2's sequences in shared batches: each token advances its own
+/// sequence's convolution state, and a copied sequence continues from a
+/// copy of the state.
+#[test]
+fn lfm2_sequences_in_shared_batches() {
+    check_seqs("lfm2");
+}
+
 /// Granite MoE: Granite's multipliers, 2 of 4 experts and a shared one.
 #[test]
 fn granitemoe_shared_expert_q8_0() {

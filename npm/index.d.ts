@@ -58,6 +58,14 @@ export interface ContextInfo {
   cpu_variant: string;
   n_threads: number;
   n_ctx: number;
+  /** Layers with a recurrent state per sequence (LFM2's convolutions). */
+  recurrent_layers: number;
+  /** How completions reuse the cached prompt. */
+  prompt_cache: string;
+  /** Whether a full context shifts (false with recurrent layers: it ends). */
+  context_shift: boolean;
+  /** Whether session files can be saved and loaded. */
+  sessions: boolean;
   build: 'single-thread' | 'threaded';
 }
 

@@ -50,6 +50,17 @@ pub struct Synth {
     pub bool_keys: &'static [(&'static str, bool)],
     /// A mixture of experts in place of each layer's feed-forward.
     pub experts: Option<Experts>,
+    /// LFM2's short convolutions in place of attention in some layers.
+    pub short_conv: Option<ShortConv>,
+    /// The final norm's tensor name.
+    pub output_norm: &'static str,
+}
+
+/// Short-convolution layers (`layers`, with no KV heads) of `taps` taps.
+#[derive(Clone, Copy)]
+pub struct ShortConv {
+    pub taps: u32,
+    pub layers: &'static [u32],
 }
 
 /// A mixture of experts' sizes: `n_used` of `n_expert` feed-forwards of
@@ -87,6 +98,8 @@ const BASE: Synth = Synth {
     u32_keys: &[],
     bool_keys: &[],
     experts: None,
+    short_conv: None,
+    output_norm: "output_norm",
 };
 
 /// Phi-3: fused products, LongRoPE factors (a context of up to 4096
@@ -233,6 +246,24 @@ pub const FAMILIES: &[Synth] = &[
         ..BASE
     },
     GRANITE,
+    // LFM2: short convolutions of 3 taps in layers 0 and 2, attention (Q/K
+    // norms, NeoX RoPE) in layers 1 and 3; the final norm is
+    // `token_embd_norm`.
+    Synth {
+        name: "lfm2",
+        arch: "lfm2",
+        vocab: "ggml-vocab-llama-bpe.gguf",
+        weights: GgmlType::Q4_K,
+        n_layer: 4,
+        qk_norm: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        short_conv: Some(ShortConv {
+            taps: 3,
+            layers: &[0, 2],
+        }),
+        output_norm: "token_embd_norm",
+        ..BASE
+    },
     // Qwen3-MoE: 2 of 8 experts per token; a router spread wider than the
     // other matrices, so no two experts' scores sit close enough for
     // rounding to swap them.
@@ -327,6 +358,28 @@ pub const BENCH: &[Synth] = &[
         }),
         ..GRANITE
     },
+    // LFM2-350M: 16 layers, attention in 6 of them, convolutions in the
+    // others (llama-bpe's vocabulary stands in for LFM2's smaller one).
+    Synth {
+        name: "lfm2-350m",
+        arch: "lfm2",
+        vocab: "ggml-vocab-llama-bpe.gguf",
+        weights: GgmlType::Q4_K,
+        n_layer: 16,
+        n_embd: 1024,
+        n_head: 16,
+        n_head_kv: 8,
+        head_dim: 64,
+        n_ff: 4608,
+        qk_norm: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        short_conv: Some(ShortConv {
+            taps: 3,
+            layers: &[0, 1, 3, 4, 6, 7, 9, 11, 13, 15],
+        }),
+        output_norm: "token_embd_norm",
+        ..BASE
+    },
 ];
 
 pub fn family(name: &str) -> &'static Synth {
@@ -342,6 +395,25 @@ fn uniform(rng: &mut Rng, a: f32) -> f32 {
 }
 
 impl Synth {
+    /// `head_count_kv`: one count, or with short convolutions one per layer
+    /// (0 for theirs), as i32 as the reference's converter writes it.
+    fn kv_heads(&self) -> Value {
+        match self.short_conv {
+            Some(c) => Value::Array(lamina::gguf::Array::I32(
+                (0..self.n_layer)
+                    .map(|i| {
+                        if c.layers.contains(&i) {
+                            0
+                        } else {
+                            self.n_head_kv as i32
+                        }
+                    })
+                    .collect(),
+            )),
+            None => Value::U32(self.n_head_kv),
+        }
+    }
+
     /// The model file's bytes.
     pub fn write(&self) -> Vec<u8> {
         let vocab = GgufFile::from_bytes(read_file(&golden_path(&format!("vocab/{}", self.vocab))))
@@ -367,12 +439,15 @@ impl Synth {
             (key("embedding_length"), Value::U32(self.n_embd)),
             (key("feed_forward_length"), Value::U32(self.n_ff)),
             (key("attention.head_count"), Value::U32(self.n_head)),
-            (key("attention.head_count_kv"), Value::U32(self.n_head_kv)),
+            (key("attention.head_count_kv"), self.kv_heads()),
             (key("attention.key_length"), Value::U32(self.head_dim)),
             (key("attention.value_length"), Value::U32(self.head_dim)),
             (key("rope.dimension_count"), Value::U32(self.head_dim)),
             (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         ];
+        if let Some(c) = self.short_conv {
+            meta.push((key("shortconv.l_cache"), Value::U32(c.taps)));
+        }
         if let Some(e) = self.experts {
             meta.extend([
                 (key("expert_count"), Value::U32(e.n_expert)),
@@ -420,18 +495,26 @@ impl Synth {
             d,
             self.vocab_amplitude,
         );
-        let mut norms: Vec<(String, u64)> = vec![("output_norm.weight".into(), d)];
+        let mut norms: Vec<(String, u64)> = vec![(format!("{}.weight", self.output_norm), d)];
         let scale = |cols: u64| 2.0 / (cols as f32).sqrt();
         for i in 0..self.n_layer {
             let n = |n: &str| format!("blk.{i}.{n}.weight");
-            if self.fused {
+            let conv = self.short_conv.filter(|c| c.layers.contains(&i));
+            if let Some(c) = conv {
+                let taps = c.taps as u64;
+                t.matrix(&n("shortconv.conv"), GgmlType::F32, d, taps, 1.0);
+                t.matrix(&n("shortconv.in_proj"), wt, 3 * d, d, scale(d));
+                t.matrix(&n("shortconv.out_proj"), wt, d, d, scale(d));
+            } else if self.fused {
                 t.matrix(&n("attn_qkv"), wt, qw + 2 * kvw, d, scale(d));
             } else {
                 t.matrix(&n("attn_q"), wt, qw, d, scale(d));
                 t.matrix(&n("attn_k"), wt, kvw, d, scale(d));
                 t.matrix(&n("attn_v"), wt, kvw, d, scale(d));
             }
-            t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
+            if conv.is_none() {
+                t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
+            }
             if let Some(e) = self.experts {
                 let (ne, eff) = (e.n_expert as u64, e.n_ff as u64);
                 t.matrix(&n("ffn_gate_inp"), GgmlType::F32, ne, d, 3.0 * scale(d));
@@ -455,7 +538,7 @@ impl Synth {
             }
             norms.push((n("attn_norm"), d));
             norms.push((n("ffn_norm"), d));
-            if self.qk_norm {
+            if self.qk_norm && conv.is_none() {
                 norms.push((n("attn_q_norm"), self.head_dim as u64));
                 norms.push((n("attn_k_norm"), self.head_dim as u64));
             }

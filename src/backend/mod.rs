@@ -177,6 +177,19 @@ pub trait Backend: Send {
     fn tanh(&mut self, x: &mut [f32]) -> Result<()>;
     /// Softmax of each row of `x` (rows of `width`) in place.
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()>;
+    /// One token of a gated short convolution (LFM2's): `bcx` holds the
+    /// token's B, C and X (`n` values each), `kernel` `n` rows of `len` taps
+    /// (oldest first), `state` the sequence's last `len - 1` values of B·X
+    /// (`n` each, oldest first). `out` = C · conv(state, B·X) per channel;
+    /// the state then moves on by the token.
+    fn short_conv(
+        &mut self,
+        kernel: &[f32],
+        len: usize,
+        state: &mut [f32],
+        bcx: &[f32],
+        out: &mut [f32],
+    ) -> Result<()>;
     /// Stores `src` (one row) as row `row` of a cache (converted to its type).
     fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()>;
     /// Reads row `row` of a cache as f32.

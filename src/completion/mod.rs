@@ -465,7 +465,10 @@ impl Context {
         }
 
         // Reuse the cached prefix; at least the last prompt token is
-        // evaluated again, for its logits.
+        // evaluated again, for its logits. Recurrent states cannot go back
+        // to an earlier position: with them only a prompt that extends the
+        // whole cache reuses it, and any other is evaluated from the start
+        // (as llama.cpp does).
         let cached = if params.cache_prompt && seq == 0 {
             let common = self
                 .prompt_cache()
@@ -473,7 +476,12 @@ impl Context {
                 .zip(&prompt_ids)
                 .take_while(|(a, b)| a == b)
                 .count();
-            common.min(prompt_ids.len() - 1)
+            let reuse = common.min(prompt_ids.len() - 1);
+            if reuse < self.prompt_cache().len() && !self.memory().can_cut() {
+                0
+            } else {
+                reuse
+            }
         } else {
             0
         };
@@ -641,7 +649,10 @@ impl CompletionRun {
             return Ok(NextStep::Sample);
         };
         if self.pos >= self.n_ctx_slot {
-            if !self.context_shift {
+            // Recurrent states cannot drop the shifted-out positions: a full
+            // context ends the run as without the shift (llama.cpp turns the
+            // shift off for such models).
+            if !self.context_shift || !ctx.memory().can_cut() {
                 self.context_full = true;
                 self.end(StopReason::Limit);
                 return Ok(NextStep::Ended);

@@ -17,7 +17,7 @@ use std::sync::Arc;
 pub use batch::Batch;
 pub use pooling::Pooling;
 
-pub use crate::kv::{KvCache, KvLayout, KvSnapshot, KvType, SeqId, MAX_SEQUENCES};
+pub use crate::kv::{KvCache, KvLayout, KvSnapshot, KvType, Memory, SeqId, MAX_SEQUENCES};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
@@ -117,7 +117,8 @@ pub struct Context {
     model: Arc<Model>,
     params: ContextParams,
     backend: Box<dyn Backend>,
-    kv: KvCache,
+    /// The KV cells and the recurrent states of the sequences.
+    memory: Memory,
     /// The architecture's forward-pass scratch.
     state: Box<dyn Any + Send>,
     scratch: DecodeScratch,
@@ -192,6 +193,7 @@ impl Context {
             kv.type_v().name(),
             kv.size_bytes() as f64 / (1u64 << 20) as f64
         );
+        let memory = Memory::new(kv, model.arch().recurrent_layout())?;
         Ok(Context {
             state: model.arch().new_state(max_tokens, params.n_ctx)?,
             scratch: DecodeScratch {
@@ -202,7 +204,7 @@ impl Context {
             backend,
             model,
             params,
-            kv,
+            memory,
             logits: Vec::new(),
             abort: AbortHandle::new(),
             prompt_cache: Vec::new(),
@@ -235,54 +237,64 @@ impl Context {
 
     /// The KV cache, to read its state.
     pub fn kv(&self) -> &KvCache {
-        &self.kv
+        &self.memory.kv
+    }
+
+    /// The KV cells and recurrent states together.
+    pub fn memory(&self) -> &Memory {
+        &self.memory
     }
 
     pub fn kv_clear(&mut self) {
-        self.kv.clear();
+        self.memory.clear();
         self.prompt_cache.clear();
     }
 
     /// Removes positions `[p0, p1)` of `seq` (`seq < 0`: of all sequences;
-    /// negative bounds are open).
+    /// negative bounds are open). With recurrent layers only whole
+    /// sequences can go: another range is an error that changes nothing.
     pub fn kv_seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> Result<()> {
+        self.memory.seq_rm(seq, p0, p1)?;
         if seq <= 0 {
             self.prompt_cache.clear();
         }
-        self.kv.seq_rm(seq, p0, p1)
+        Ok(())
     }
 
     pub fn kv_seq_cp(&mut self, src: SeqId, dst: SeqId, p0: i32, p1: i32) -> Result<()> {
+        self.memory.seq_cp(src, dst, p0, p1)?;
         if dst == 0 {
             self.prompt_cache.clear();
         }
-        self.kv.seq_cp(src, dst, p0, p1)
+        Ok(())
     }
 
     pub fn kv_seq_keep(&mut self, seq: SeqId) -> Result<()> {
+        self.memory.seq_keep(seq)?;
         if seq != 0 {
             self.prompt_cache.clear();
         }
-        self.kv.seq_keep(seq)
+        Ok(())
     }
 
     pub fn kv_seq_pos_max(&self, seq: SeqId) -> Option<i32> {
-        self.kv.seq_pos_max(seq)
+        self.memory.seq_pos_max(seq)
     }
 
     /// Moves positions `[p0, p1)` of `seq` by `delta` (the context shift:
     /// after removing old positions, the rest slide down).
     pub fn kv_seq_add(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) -> Result<()> {
-        if seq == 0 {
-            self.prompt_cache.clear();
-        }
         let arch = self.model.arch();
         let state = &*self.state;
         let shift = |be: &mut dyn Backend, l: usize, row: &mut [f32], d: i32| {
             arch.shift_keys(be, state, l, row, d)
         };
-        self.kv
-            .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)
+        self.memory
+            .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)?;
+        if seq == 0 {
+            self.prompt_cache.clear();
+        }
+        Ok(())
     }
 
     /// The tokens of sequence 0 the last completion left in the cache at
@@ -309,10 +321,11 @@ impl Context {
     /// with their cache rows: what a session file keeps.
     pub fn save_state(&self, max_tokens: Option<usize>) -> Result<SequenceState> {
         self.check_can_generate()?;
+        self.check_session_kept_whole()?;
         let n = max_tokens.map_or(self.prompt_cache.len(), |m| m.min(self.prompt_cache.len()));
         Ok(SequenceState {
             tokens: self.prompt_cache[..n].to_vec(),
-            kv: self.kv.snapshot(0, n)?,
+            kv: self.memory.kv.snapshot(0, n)?,
         })
     }
 
@@ -322,6 +335,7 @@ impl Context {
     /// until the next decode.
     pub fn load_state(&mut self, state: &SequenceState) -> Result<()> {
         self.check_can_generate()?;
+        self.check_session_kept_whole()?;
         if state.tokens.len() != state.kv.n_cells {
             return Err(Error::InvalidArgument(format!(
                 "the saved state has {} tokens for {} cache positions",
@@ -330,11 +344,24 @@ impl Context {
             )));
         }
         self.model.check_tokens(&state.tokens)?;
-        self.kv.restore(0, &state.kv)?;
+        self.memory.kv.restore(0, &state.kv)?;
         self.prompt_cache.clear();
         self.prompt_cache.extend_from_slice(&state.tokens);
         self.logits.clear();
         self.output_rows.clear();
+        Ok(())
+    }
+
+    /// A session file holds KV rows only: a model with recurrent layers
+    /// would lose their states, so it has no sessions (yet).
+    fn check_session_kept_whole(&self) -> Result<()> {
+        if self.memory.recurrent.is_used() {
+            return Err(Error::Session(format!(
+                "a {} model has recurrent layers, whose states session files do not hold yet: \
+                 its sessions cannot be saved or loaded",
+                self.model.arch_name()
+            )));
+        }
         Ok(())
     }
 
@@ -405,15 +432,25 @@ impl Context {
     /// released and no output is readable.
     fn run_decode(&mut self, batch: &Batch, hidden: bool) -> Result<()> {
         let n = batch.len();
-        self.kv.find_cells(n, &mut self.scratch.cells)?;
+        if let Err(e) = self.memory.recurrent.begin(&batch.pos, &batch.seq_mask) {
+            self.memory.recurrent.rollback();
+            return Err(e);
+        }
+        if let Err(e) = self.memory.kv.find_cells(n, &mut self.scratch.cells) {
+            self.memory.recurrent.rollback();
+            return Err(e);
+        }
         self.logits.clear();
         self.output_rows.clear();
         self.output_rows.resize(n, None);
         let result = self.decode_placed(batch, hidden);
         if result.is_err() {
-            self.kv.release(&self.scratch.cells);
+            self.memory.kv.release(&self.scratch.cells);
+            self.memory.recurrent.rollback();
             self.logits.clear();
             self.output_rows.fill(None);
+        } else {
+            self.memory.recurrent.commit(&batch.pos, &batch.seq_mask);
         }
         result
     }
@@ -440,7 +477,7 @@ impl Context {
                 .zip(&batch.pos[start..end])
                 .zip(&batch.seq_mask[start..end])
             {
-                self.kv.occupy(cell, pos, mask)?;
+                self.memory.kv.occupy(cell, pos, mask)?;
             }
             s.outputs.clear();
             s.outputs.extend(
@@ -457,18 +494,18 @@ impl Context {
                 hidden,
             };
             let first_row = self.logits.len() / width;
-            let (arch, kv, state, logits, loras) = (
+            let (arch, memory, state, logits, loras) = (
                 self.model.arch(),
-                &mut self.kv,
+                &mut self.memory,
                 self.state.as_mut(),
                 &mut self.logits,
                 self.loras.as_slice(),
             );
             self.backend.run(&mut |be| {
                 if loras.is_empty() {
-                    arch.decode(be, kv, &ub, state, logits)
+                    arch.decode(be, memory, &ub, state, logits)
                 } else {
-                    arch.decode(&mut LoraBackend::new(be, loras), kv, &ub, state, logits)
+                    arch.decode(&mut LoraBackend::new(be, loras), memory, &ub, state, logits)
                 }
             })?;
             for (r, &i) in s.outputs.iter().enumerate() {

@@ -4,7 +4,14 @@
 //! of several sequences is stored once). Sequences are cleared, cut and shifted
 //! by editing cells; a shift re-rotates the stored keys by the position delta.
 //! The rows live in buffers of the device's buffer type, in the cache's type;
-//! the backend's ops write and read them.
+//! the backend's ops write and read them. `Memory` pairs the cells with the
+//! recurrent states of models that have recurrent layers (`recurrent.rs`).
+
+mod memory;
+mod recurrent;
+
+pub use memory::Memory;
+pub use recurrent::{RecurrentLayout, RecurrentStates};
 
 use crate::backend::{AttentionArgs, Backend, BufferType, CacheBuffer, CacheRows};
 use crate::error::{Error, Result};

@@ -122,6 +122,16 @@ impl Backend for LoraBackend<'_> {
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()> {
         self.inner.soft_max(x, width)
     }
+    fn short_conv(
+        &mut self,
+        kernel: &[f32],
+        len: usize,
+        state: &mut [f32],
+        bcx: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.inner.short_conv(kernel, len, state, bcx, out)
+    }
     fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()> {
         self.inner.set_row(src, dst, row)
     }

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::decoder::{self, Activation, Keys, LayerSpec, Parts};
+use super::decoder::{self, Activation, Keys, LayerSpec, Mixer, Parts};
 use super::weights::Progress;
 use super::Architecture;
 use crate::backend::{Device, Rope, RopeKind};
@@ -56,11 +56,13 @@ pub(crate) fn load(
     let spec = |i: usize| {
         if sliding[i] {
             LayerSpec {
+                mixer: Mixer::Attention,
                 rope: Some(local.clone()),
                 window,
             }
         } else {
             LayerSpec {
+                mixer: Mixer::Attention,
                 rope: Some(global.clone()),
                 window: None,
             }

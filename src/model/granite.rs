@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::decoder::{self, LayerSpec, MoeSpec, Parts};
+use super::decoder::{self, LayerSpec, Mixer, MoeSpec, Parts};
 use super::weights::Progress;
 use super::Architecture;
 use crate::backend::{Device, RopeKind};
@@ -55,6 +55,7 @@ fn load_named(
     recipe.logit_divisor = Some(keys.positive("logit_scale", None)?);
     let uses_rope = keys.opt_bool("rope.scaling.finetuned")?.unwrap_or(true);
     let spec = |_: usize| LayerSpec {
+        mixer: Mixer::Attention,
         rope: uses_rope.then(|| rope.clone()),
         window: None,
     };

@@ -11,6 +11,7 @@ pub mod bert;
 mod decoder;
 mod gemma3;
 mod granite;
+mod lfm2;
 pub mod llama;
 mod phi3;
 mod qwen2;
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use crate::backend::{Backend, Device};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::kv::{KvCache, KvLayout, SeqId};
+use crate::kv::{KvLayout, Memory, RecurrentLayout, SeqId};
 use crate::tokenizer::Vocab;
 
 /// The tokens of one forward pass, already placed in KV cells.
@@ -75,19 +76,24 @@ pub trait Architecture: Send + Sync {
     /// The KV cache a decoder needs; `None` for an encoder (a sequence is
     /// encoded whole, nothing is kept).
     fn kv_layout(&self) -> Option<KvLayout>;
+    /// What the recurrent layers keep per sequence. (optional) Default:
+    /// `None`, no recurrent layers.
+    fn recurrent_layout(&self) -> Option<RecurrentLayout> {
+        None
+    }
     /// Scratch space for micro-batches of up to `max_tokens` tokens
     /// (llama2.c's `RunState`): allocated once per context.
     /// `n_ctx`: the context's size, for what depends on it (LongRoPE's
     /// choice of factors).
     fn new_state(&self, max_tokens: usize, n_ctx: usize) -> Result<Box<dyn Any + Send>>;
     /// Runs a micro-batch through the decoder: stores its keys and values in
-    /// its cells and appends to `out` one row per output token (logits, or
-    /// hidden states with `ub.hidden`). (optional) Default: an error, for
-    /// encoders.
+    /// its cells, advances its sequences' recurrent states, and appends to
+    /// `out` one row per output token (logits, or hidden states with
+    /// `ub.hidden`). (optional) Default: an error, for encoders.
     fn decode(
         &self,
         _be: &mut dyn Backend,
-        _kv: &mut KvCache,
+        _memory: &mut Memory,
         _ub: &MicroBatch,
         _state: &mut dyn Any,
         _out: &mut Vec<f32>,
@@ -175,6 +181,7 @@ const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("qwen2", qwen2::load),
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),
+    ("lfm2", lfm2::load),
     ("gemma3", gemma3::load),
     ("smollm3", smollm3::load),
     ("granite", granite::load),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::decoder::{self, LayerSpec, Parts};
+use super::decoder::{self, LayerSpec, Mixer, Parts};
 use super::weights::Progress;
 use super::Architecture;
 use crate::backend::{Device, RopeKind};
@@ -20,6 +20,7 @@ pub(crate) fn load(
 ) -> Result<Box<dyn Architecture>> {
     let (_, shape, recipe, rope) = decoder::common(file, "smollm3", RopeKind::Normal)?;
     let spec = |i: usize| LayerSpec {
+        mixer: Mixer::Attention,
         rope: ((i + 1) % NO_ROPE_LAYER_STEP != 0).then(|| rope.clone()),
         window: None,
     };

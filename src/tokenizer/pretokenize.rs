@@ -42,7 +42,8 @@ impl PreTokenizer {
                 vec![r"[\p{P}\$\+<=>\^~\|]+", GPT2, r"\p{N}+", r"[0-9][0-9][0-9]"],
                 false,
             ),
-            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" => (vec![LLAMA3], true),
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral" | "midm-2.0"
+            | "lfm2" | "jina-v5-nano" => (vec![LLAMA3], true),
             "dbrx" | "smaug-bpe" => (vec![LLAMA3], false),
             "deepseek-llm" => (
                 vec![

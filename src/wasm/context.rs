@@ -832,10 +832,14 @@ impl JsLlamaContext {
             .ok_or_else(|| JsError::new("parallel mode is not enabled (call parallel.enable)"))
     }
 
-    /// `{ cpu_variant, n_threads, n_ctx }` of this context.
+    /// The model's description and this context's settings, with what its
+    /// memory allows (`prompt_cache`, `context_shift`, `sessions`).
     #[wasm_bindgen(js_name = contextInfo)]
     pub fn context_info(&self) -> Result<JsValue, JsError> {
         let model = self.ctx.model();
+        // Recurrent layers: no partial prompt reuse, context shift or
+        // session files (`kv::Memory::can_cut`).
+        let can_cut = self.ctx.memory().can_cut();
         let tensors = model.file().tensors();
         json_to_js(&serde_json::json!({
             "model_desc": crate::bench::model_type(model),
@@ -847,6 +851,14 @@ impl JsLlamaContext {
             "cpu_variant": self.ctx.cpu_variant(),
             "n_threads": self.ctx.n_threads(),
             "n_ctx": self.ctx.n_ctx(),
+            "recurrent_layers": self.ctx.memory().recurrent.layout().n_layer,
+            "prompt_cache": if can_cut {
+                "any common prefix is reused"
+            } else {
+                "reused only when the prompt extends all of it: recurrent states keep no single position"
+            },
+            "context_shift": can_cut,
+            "sessions": can_cut,
         }))
     }
 }

@@ -269,6 +269,31 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn short_conv(
+        &mut self,
+        kernel: &[f32],
+        len: usize,
+        state: &mut [f32],
+        bcx: &[f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let n = out.len();
+        if len < 2
+            || Some(kernel.len()) != n.checked_mul(len)
+            || Some(state.len()) != n.checked_mul(len - 1)
+            || Some(bcx.len()) != n.checked_mul(3)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "short_conv: {} taps, a state of {}, {} inputs for {n} channels of a {len}-tap kernel",
+                kernel.len(),
+                state.len(),
+                bcx.len()
+            )));
+        }
+        rows::short_conv(kernel, len, state, bcx, out);
+        Ok(())
+    }
+
     fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()> {
         attention::set_row(&self.kernels, src, dst, row)
     }

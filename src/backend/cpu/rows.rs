@@ -305,6 +305,32 @@ pub fn soft_max(x: &mut [f32]) {
     }
 }
 
+/// One token of a gated short convolution (shapes checked by the caller):
+/// per channel `c`, B·X joins the window after the state's `len - 1`
+/// values, the window times the channel's taps is summed oldest first in
+/// f32 (as ggml's `ssm_conv`), times C; the window's newest `len - 1`
+/// values become the state.
+pub fn short_conv(kernel: &[f32], len: usize, state: &mut [f32], bcx: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    let (b, rest) = bcx.split_at(n);
+    let (c, x) = rest.split_at(n);
+    let keep = len - 1;
+    for ch in 0..n {
+        let taps = &kernel[ch * len..(ch + 1) * len];
+        let bx = b[ch] * x[ch];
+        let mut sum = 0.0f32;
+        for (k, &w) in taps[..keep].iter().enumerate() {
+            sum += state[k * n + ch] * w;
+        }
+        sum += bx * taps[keep];
+        out[ch] = c[ch] * sum;
+        for k in 1..keep {
+            state[(k - 1) * n + ch] = state[k * n + ch];
+        }
+        state[(keep - 1) * n + ch] = bx;
+    }
+}
+
 /// `out += p · v` for an f32 row.
 pub fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);

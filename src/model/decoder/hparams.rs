@@ -4,7 +4,7 @@
 use super::{LayerSpec, Recipe};
 use crate::backend::{Rope, RopeKind};
 use crate::error::{Error, Result};
-use crate::gguf::{GgufFile, Metadata};
+use crate::gguf::{Array, GgufFile, Metadata, Value};
 use crate::model::weights::{tensor, vector};
 
 /// Reads `{arch}.{key}` metadata with the checks every architecture needs.
@@ -106,6 +106,40 @@ pub struct Shape {
     pub n_ff: usize,
     pub n_vocab: usize,
     pub n_ctx_train: usize,
+    /// Layers without KV heads (a per-layer `head_count_kv` with zeros:
+    /// LFM2's convolution layers); empty when every layer attends.
+    pub kv_free: Vec<bool>,
+}
+
+/// `head_count_kv` given per layer: the count the attending layers share,
+/// and which layers have none.
+fn per_layer_kv_heads(keys: &Keys, a: &Array, n_layer: usize) -> Result<(usize, Vec<bool>)> {
+    let key = keys.name("attention.head_count_kv");
+    let counts: Vec<i64> = match a {
+        Array::U32(v) => v.iter().map(|&c| c as i64).collect(),
+        Array::I32(v) => v.iter().map(|&c| c as i64).collect(),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{key} is an array of {}: counts are u32 or i32",
+                other.element_type().name()
+            )))
+        }
+    };
+    if counts.len() != n_layer {
+        return Err(Error::InvalidArgument(format!(
+            "{key} has {} counts for {n_layer} layers",
+            counts.len()
+        )));
+    }
+    let attending: Vec<i64> = counts.iter().copied().filter(|&c| c != 0).collect();
+    match attending.first() {
+        Some(&c) if c > 0 && attending.iter().all(|&o| o == c) => {
+            Ok((c as usize, counts.iter().map(|&c| c == 0).collect()))
+        }
+        _ => Err(Error::InvalidArgument(format!(
+            "{key} is {counts:?}: the layers that attend must share one positive KV head count"
+        ))),
+    }
 }
 
 impl Shape {
@@ -122,7 +156,13 @@ impl Shape {
         }
         let n_embd = keys.usize("embedding_length")?;
         let n_head = keys.usize("attention.head_count")?;
-        let n_head_kv = keys.opt_usize("attention.head_count_kv")?.unwrap_or(n_head);
+        let (n_head_kv, kv_free) = match keys.value("attention.head_count_kv") {
+            Some(Value::Array(a)) => per_layer_kv_heads(keys, a, n_layer)?,
+            _ => (
+                keys.opt_usize("attention.head_count_kv")?.unwrap_or(n_head),
+                Vec::new(),
+            ),
+        };
         if n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 {
             return Err(Error::InvalidArgument(format!(
                 "inconsistent attention shape: {n_head} heads over {n_head_kv} KV heads"
@@ -174,7 +214,13 @@ impl Shape {
             n_ff,
             n_vocab,
             n_ctx_train,
+            kv_free,
         })
+    }
+
+    /// Whether layer `i` has KV heads.
+    pub fn attends(&self, i: usize) -> bool {
+        self.kv_free.get(i) != Some(&true)
     }
 
     /// Query values per token.
@@ -242,6 +288,7 @@ fn check_layers_against_tensors(file: &GgufFile, keys: &Keys, n_layer: usize) ->
 /// Every layer alike: rotated by `rope`, seeing every position.
 pub(crate) fn uniform(rope: &Rope) -> impl Fn(usize) -> LayerSpec + '_ {
     move |_| LayerSpec {
+        mixer: super::Mixer::Attention,
         rope: Some(rope.clone()),
         window: None,
     }

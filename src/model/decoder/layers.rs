@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::moe::Experts;
-use super::{Decoder, LayerSpec, Parts, Recipe, Shape};
+use super::short_conv::{self, ShortConv};
+use super::{Decoder, LayerSpec, Mixer, Parts, Recipe, Shape};
 use crate::backend::{Device, Matrix, Op};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
@@ -34,13 +35,29 @@ pub(super) enum Ffn {
     Experts(Experts),
 }
 
-pub(super) struct Layer {
-    pub(super) spec: LayerSpec,
-    pub(super) attn_norm: Vec<f32>,
+/// Self-attention's weights.
+pub(super) struct Attention {
     pub(super) qkv: Qkv,
     pub(super) bias: Option<[Vec<f32>; 3]>,
     pub(super) qk_norm: Option<[Vec<f32>; 2]>,
     pub(super) wo: Matrix,
+    /// This layer's number among the attention layers: its KV cache layer.
+    pub(super) kv_layer: usize,
+}
+
+/// What mixes a layer's tokens: attention over the KV cache, or a
+/// recurrent block over each sequence's state.
+// One per layer, so the variants' sizes differing costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Mixing {
+    Attention(Attention),
+    ShortConv(ShortConv),
+}
+
+pub(super) struct Layer {
+    pub(super) spec: LayerSpec,
+    pub(super) attn_norm: Vec<f32>,
+    pub(super) mixing: Mixing,
     pub(super) post_attn_norm: Option<Vec<f32>>,
     pub(super) ffn_norm: Vec<f32>,
     pub(super) ffn: Ffn,
@@ -49,11 +66,17 @@ pub(super) struct Layer {
 
 impl Layer {
     pub(super) fn matrices(&self) -> Vec<&Matrix> {
-        let mut m: Vec<&Matrix> = match &self.qkv {
-            Qkv::Separate(w) => w.iter().collect(),
-            Qkv::Fused(w) => vec![w],
+        let mut m: Vec<&Matrix> = match &self.mixing {
+            Mixing::Attention(a) => {
+                let mut m: Vec<&Matrix> = match &a.qkv {
+                    Qkv::Separate(w) => w.iter().collect(),
+                    Qkv::Fused(w) => vec![w],
+                };
+                m.push(&a.wo);
+                m
+            }
+            Mixing::ShortConv(c) => c.matrices().to_vec(),
         };
-        m.push(&self.wo);
         match &self.ffn {
             Ffn::Dense { gate_up, down } => {
                 match gate_up {
@@ -70,9 +93,11 @@ impl Layer {
     /// Values per token a fused product writes before they are split (0:
     /// none).
     pub(super) fn fused_width(&self, sh: &Shape) -> usize {
-        let qkv = match self.qkv {
-            Qkv::Fused(_) => sh.q_width() + 2 * sh.kv_width(),
-            Qkv::Separate(_) => 0,
+        let qkv = match &self.mixing {
+            Mixing::Attention(Attention {
+                qkv: Qkv::Fused(_), ..
+            }) => sh.q_width() + 2 * sh.kv_width(),
+            _ => 0,
         };
         let gate_up = match self.ffn {
             Ffn::Dense {
@@ -110,25 +135,65 @@ pub(crate) fn load(
     layers
         .try_reserve_exact(shape.n_layer)
         .map_err(|_| Error::InvalidArgument(format!("{} layers are too many", shape.n_layer)))?;
+    let (mut n_attention, mut n_recurrent) = (0, 0);
     for i in 0..shape.n_layer {
         let w = |n: &str| format!("blk.{i}.{n}.weight");
         let b = |n: &str| format!("blk.{i}.{n}.bias");
-        let bias = if parts.qkv_bias && optional(file, &b("attn_q"))?.is_some() {
-            Some([
-                vec_of(&b("attn_q"), qw)?,
-                vec_of(&b("attn_k"), kvw)?,
-                vec_of(&b("attn_v"), kvw)?,
-            ])
-        } else {
-            None
-        };
-        let qk_norm = if parts.qk_norm {
-            Some([
-                vec_of(&w("attn_q_norm"), hd)?,
-                vec_of(&w("attn_k_norm"), hd)?,
-            ])
-        } else {
-            None
+        let layer_spec = spec(i);
+        let mixing = match layer_spec.mixer {
+            Mixer::Attention => {
+                if !shape.attends(i) {
+                    return Err(Error::InvalidArgument(format!(
+                        "layer {i} has no KV heads, and every {name} layer attends"
+                    )));
+                }
+                let bias = if parts.qkv_bias && optional(file, &b("attn_q"))?.is_some() {
+                    Some([
+                        vec_of(&b("attn_q"), qw)?,
+                        vec_of(&b("attn_k"), kvw)?,
+                        vec_of(&b("attn_v"), kvw)?,
+                    ])
+                } else {
+                    None
+                };
+                let qk_norm = if parts.qk_norm {
+                    Some([
+                        vec_of(&w("attn_q_norm"), hd)?,
+                        vec_of(&w("attn_k_norm"), hd)?,
+                    ])
+                } else {
+                    None
+                };
+                let fused_qkv = match optional(file, &w("attn_qkv"))? {
+                    Some(t) if parts.fused => Some(t),
+                    _ => None,
+                };
+                let qkv = match fused_qkv {
+                    Some(t) => Qkv::Fused(matrix(device, file, &shaped(t, qw + 2 * kvw, d)?)?),
+                    None => Qkv::Separate([
+                        bind(&w("attn_q"), qw, d)?,
+                        bind(&w("attn_k"), kvw, d)?,
+                        bind(&w("attn_v"), kvw, d)?,
+                    ]),
+                };
+                n_attention += 1;
+                Mixing::Attention(Attention {
+                    qkv,
+                    bias,
+                    qk_norm,
+                    wo: bind(&w("attn_output"), d, qw)?,
+                    kv_layer: n_attention - 1,
+                })
+            }
+            Mixer::ShortConv => {
+                let len = parts.short_conv.ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "layer {i} is a short convolution, which {name} does not have"
+                    ))
+                })?;
+                n_recurrent += 1;
+                Mixing::ShortConv(ShortConv::load(device, file, i, d, len, n_recurrent - 1)?)
+            }
         };
         let (post_attn_norm, post_ffn_norm) = if parts.post_norms {
             (
@@ -137,18 +202,6 @@ pub(crate) fn load(
             )
         } else {
             (None, None)
-        };
-        let fused_qkv = match optional(file, &w("attn_qkv"))? {
-            Some(t) if parts.fused => Some(t),
-            _ => None,
-        };
-        let qkv = match fused_qkv {
-            Some(t) => Qkv::Fused(matrix(device, file, &shaped(t, qw + 2 * kvw, d)?)?),
-            None => Qkv::Separate([
-                bind(&w("attn_q"), qw, d)?,
-                bind(&w("attn_k"), kvw, d)?,
-                bind(&w("attn_v"), kvw, d)?,
-            ]),
         };
         let ffn = match parts.experts {
             Some(spec) => Ffn::Experts(Experts::load(device, file, i, d, spec)?),
@@ -170,12 +223,9 @@ pub(crate) fn load(
             }
         };
         let layer = Layer {
-            spec: spec(i),
+            spec: layer_spec,
             attn_norm: vec_of(&w("attn_norm"), d)?,
-            qkv,
-            bias,
-            qk_norm,
-            wo: bind(&w("attn_output"), d, qw)?,
+            mixing,
             post_attn_norm,
             ffn_norm: vec_of(&w("ffn_norm"), d)?,
             ffn,
@@ -204,7 +254,7 @@ pub(crate) fn load(
             packed.is_repacked().then_some(packed)
         }
     };
-    let output_norm = vec_of("output_norm.weight", d)?;
+    let output_norm = vec_of(parts.output_norm.unwrap_or("output_norm.weight"), d)?;
     let token_embd = table(device, file, &embd)?;
     steps.finish()?;
     let long_ropes = match &recipe.long_rope {
@@ -227,6 +277,16 @@ pub(crate) fn load(
         output_norm,
         output,
         output_tied,
+        kv_layers: layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| matches!(l.mixing, Mixing::Attention(_)))
+            .map(|(i, _)| i)
+            .collect(),
+        recurrent: match parts.short_conv {
+            Some(len) if n_recurrent > 0 => Some(short_conv::layout(n_recurrent, len, d)),
+            _ => None,
+        },
         layers,
         long_ropes,
     }))

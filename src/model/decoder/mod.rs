@@ -5,7 +5,9 @@
 //! sliding window) and a pre-norm gated feed-forward block (gate and up
 //! separate or fused), each optionally post-normed and scaled before its
 //! residual; a final norm and the output projection. The feed-forward may
-//! be a mixture of experts instead (`moe.rs`: Qwen3-MoE, Granite MoE).
+//! be a mixture of experts instead (`moe.rs`: Qwen3-MoE, Granite MoE), and
+//! attention a recurrent block in some layers (`short_conv.rs`: LFM2), whose
+//! per-sequence states the context's memory keeps beside the KV cells.
 //!
 //! An architecture file reads its own metadata keys and tensor names and
 //! says which of these parts it has (`Recipe`, per-layer `LayerSpec`); the
@@ -18,18 +20,20 @@
 mod hparams;
 mod layers;
 mod moe;
+mod short_conv;
 
 use std::any::Any;
 
 pub(crate) use hparams::{common, factors, uniform, Keys, Shape};
 pub(crate) use layers::load;
 pub(crate) use moe::MoeSpec;
+pub(crate) use short_conv::check_len as check_taps;
 
 use super::{state_of, Architecture, Dims, MicroBatch};
 use crate::backend::{Backend, Matrix, Rope};
 use crate::error::{Error, Result};
-use crate::kv::{KvCache, KvLayout};
-use layers::{Ffn, GateUp, Layer, Qkv};
+use crate::kv::{KvLayout, Memory, RecurrentLayout};
+use layers::{Ffn, GateUp, Layer, Mixing, Qkv};
 
 /// The feed-forward's gate activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +111,20 @@ impl Recipe {
     }
 }
 
+/// What mixes a layer's tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mixer {
+    /// Self-attention over the KV cache.
+    Attention,
+    /// LFM2's gated short convolution (`Parts::short_conv` taps), with a
+    /// recurrent state per sequence; the layer's RoPE and window are unused.
+    ShortConv,
+}
+
 /// What differs from layer to layer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerSpec {
+    pub mixer: Mixer,
     /// `None`: this layer does not rotate (SmolLM3's no-RoPE layers).
     pub rope: Option<Rope>,
     /// Keys at most `window - 1` positions behind the query are seen
@@ -133,6 +148,10 @@ pub struct Parts {
     /// A mixture of experts in every layer instead of one feed-forward
     /// (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`).
     pub experts: Option<MoeSpec>,
+    /// The taps of the short convolutions of `Mixer::ShortConv` layers.
+    pub short_conv: Option<usize>,
+    /// The final norm's tensor, where it is not `output_norm.weight`.
+    pub output_norm: Option<&'static str>,
 }
 
 /// A loaded decoder of any of the families above.
@@ -147,6 +166,10 @@ pub struct Decoder {
     /// The output is the token embedding (in place, or a repacked copy).
     output_tied: bool,
     layers: Vec<Layer>,
+    /// The layer of each KV cache layer (the attention layers, in order).
+    kv_layers: Vec<usize>,
+    /// What the recurrent layers keep per sequence, if there are any.
+    recurrent: Option<RecurrentLayout>,
     /// Each layer's RoPE with LongRoPE's long factors (empty without them).
     long_ropes: Vec<Option<Rope>>,
 }
@@ -172,6 +195,9 @@ struct State {
     last: Vec<f32>,
     /// The mixture of experts' scratch (models with experts).
     moe: Option<moe::Scratch>,
+    /// A short convolution's B, C, X and gated output (empty without one).
+    bcx: Vec<f32>,
+    conv_y: Vec<f32>,
 }
 
 impl Decoder {
@@ -203,10 +229,14 @@ impl Architecture for Decoder {
     fn kv_layout(&self) -> Option<KvLayout> {
         let s = &self.shape;
         Some(KvLayout {
-            n_layer: s.n_layer,
+            n_layer: self.kv_layers.len(),
             width: s.kv_width(),
             head_dim: s.head_dim,
         })
+    }
+
+    fn recurrent_layout(&self) -> Option<RecurrentLayout> {
+        self.recurrent
     }
 
     fn new_state(&self, max_tokens: usize, n_ctx: usize) -> Result<Box<dyn Any + Send>> {
@@ -243,13 +273,23 @@ impl Architecture for Decoder {
                 Some(spec) => Some(moe::Scratch::new(&spec, max_tokens, s.n_embd)?),
                 None => None,
             },
+            bcx: buf(if self.recurrent.is_some() {
+                3 * s.n_embd
+            } else {
+                0
+            })?,
+            conv_y: buf(if self.recurrent.is_some() {
+                s.n_embd
+            } else {
+                0
+            })?,
         }))
     }
 
     fn decode(
         &self,
         be: &mut dyn Backend,
-        kv: &mut KvCache,
+        memory: &mut Memory,
         ub: &MicroBatch,
         state: &mut dyn Any,
         out: &mut Vec<f32>,
@@ -282,59 +322,68 @@ impl Architecture for Decoder {
             be.scale(x, c)?;
         }
         for (l, layer) in self.layers.iter().enumerate() {
-            // Attention.
+            // Attention, or a recurrent block.
             be.rms_norm(x, &layer.attn_norm, r.rms_eps, xn)?;
-            match &layer.qkv {
-                Qkv::Separate([wq, wk, wv]) => {
-                    be.mul_mat(wq, xn, n, q)?;
-                    be.mul_mat(wk, xn, n, k)?;
-                    be.mul_mat(wv, xn, n, v)?;
-                }
-                Qkv::Fused(w) => {
-                    let all = &mut fused[..n * (qw + 2 * kvw)];
-                    be.mul_mat(w, xn, n, all)?;
-                    for (t, row) in all.chunks_exact(qw + 2 * kvw).enumerate() {
-                        let (rq, rest) = row.split_at(qw);
-                        let (rk, rv) = rest.split_at(kvw);
-                        q[t * qw..(t + 1) * qw].copy_from_slice(rq);
-                        k[t * kvw..(t + 1) * kvw].copy_from_slice(rk);
-                        v[t * kvw..(t + 1) * kvw].copy_from_slice(rv);
+            match &layer.mixing {
+                Mixing::Attention(a) => {
+                    match &a.qkv {
+                        Qkv::Separate([wq, wk, wv]) => {
+                            be.mul_mat(wq, xn, n, q)?;
+                            be.mul_mat(wk, xn, n, k)?;
+                            be.mul_mat(wv, xn, n, v)?;
+                        }
+                        Qkv::Fused(w) => {
+                            let all = &mut fused[..n * (qw + 2 * kvw)];
+                            be.mul_mat(w, xn, n, all)?;
+                            for (t, row) in all.chunks_exact(qw + 2 * kvw).enumerate() {
+                                let (rq, rest) = row.split_at(qw);
+                                let (rk, rv) = rest.split_at(kvw);
+                                q[t * qw..(t + 1) * qw].copy_from_slice(rq);
+                                k[t * kvw..(t + 1) * kvw].copy_from_slice(rk);
+                                v[t * kvw..(t + 1) * kvw].copy_from_slice(rv);
+                            }
+                        }
                     }
+                    // Biases right after the products, as llama.cpp's build_qkv.
+                    if let Some([bq, bk, bv]) = &a.bias {
+                        be.add_bias(q, bq)?;
+                        be.add_bias(k, bk)?;
+                        be.add_bias(v, bv)?;
+                    }
+                    if let Some([qn, kn]) = &a.qk_norm {
+                        raw.copy_from_slice(q);
+                        be.rms_norm(raw, qn, r.rms_eps, q)?;
+                        let raw_k = &mut raw[..n * kvw];
+                        raw_k.copy_from_slice(k);
+                        be.rms_norm(raw_k, kn, r.rms_eps, k)?;
+                    }
+                    if let Some(rope) = self.rope(l, s.long_rope) {
+                        be.rope(rope, q, ub.pos)?;
+                        be.rope(rope, k, ub.pos)?;
+                    }
+                    if let Some(c) = r.q_scale {
+                        be.scale(q, c)?;
+                    }
+                    memory.kv.store(be, a.kv_layer, ub.cells, k, v)?;
+                    memory.kv.attend(
+                        be,
+                        a.kv_layer,
+                        q,
+                        sh.n_head,
+                        kq_scale,
+                        layer.spec.window,
+                        ub.pos,
+                        ub.seq,
+                        att,
+                    )?;
+                    be.mul_mat(&a.wo, att, n, proj)?;
+                }
+                Mixing::ShortConv(c) => {
+                    let bcx = &mut s.bcx[..n * 3 * d];
+                    let y = &mut s.conv_y[..n * d];
+                    c.forward(be, xn, ub, &mut memory.recurrent, bcx, y, proj)?;
                 }
             }
-            // Biases right after the products, as llama.cpp's build_qkv.
-            if let Some([bq, bk, bv]) = &layer.bias {
-                be.add_bias(q, bq)?;
-                be.add_bias(k, bk)?;
-                be.add_bias(v, bv)?;
-            }
-            if let Some([qn, kn]) = &layer.qk_norm {
-                raw.copy_from_slice(q);
-                be.rms_norm(raw, qn, r.rms_eps, q)?;
-                let raw_k = &mut raw[..n * kvw];
-                raw_k.copy_from_slice(k);
-                be.rms_norm(raw_k, kn, r.rms_eps, k)?;
-            }
-            if let Some(rope) = self.rope(l, s.long_rope) {
-                be.rope(rope, q, ub.pos)?;
-                be.rope(rope, k, ub.pos)?;
-            }
-            if let Some(c) = r.q_scale {
-                be.scale(q, c)?;
-            }
-            kv.store(be, l, ub.cells, k, v)?;
-            kv.attend(
-                be,
-                l,
-                q,
-                sh.n_head,
-                kq_scale,
-                layer.spec.window,
-                ub.pos,
-                ub.seq,
-                att,
-            )?;
-            be.mul_mat(&layer.wo, att, n, proj)?;
             residual(be, x, proj, xn, layer.post_attn_norm.as_deref(), r)?;
             // Feed-forward.
             be.rms_norm(x, &layer.ffn_norm, r.rms_eps, xn)?;
@@ -406,9 +455,10 @@ impl Architecture for Decoder {
         let s: &State = state
             .downcast_ref()
             .ok_or_else(|| Error::InvalidArgument(format!("not a {} state", self.name)))?;
-        if layer >= self.layers.len() {
+        // `layer` counts the KV cache's layers: the attention layers.
+        let Some(&layer) = self.kv_layers.get(layer) else {
             return Err(Error::InvalidArgument(format!("no layer {layer} to shift")));
-        }
+        };
         match self.rope(layer, s.long_rope) {
             Some(rope) => be.rope(rope, row, &[delta]),
             // Keys that were never rotated do not move.
@@ -474,7 +524,14 @@ impl Architecture for Decoder {
             } else {
                 format!("layers {layers:?}")
             };
-            h.push(("layer kind", format!("{rope}; {window}: {which}")));
+            let kind = match (spec.mixer, self.recurrent) {
+                (Mixer::ShortConv, Some(rl)) => format!(
+                    "short convolution of {} taps (a recurrent state per sequence)",
+                    rl.width / sh.n_embd + 1
+                ),
+                _ => format!("{rope}; {window}"),
+            };
+            h.push(("layer kind", format!("{kind}: {which}")));
         }
         let scales = [
             ("embedding scale", r.embd_scale),

@@ -1,0 +1,211 @@
+//! A context's memory with recurrent layers (the synthetic LFM2 model of
+//! `common::synth`: short convolutions keep a state per sequence): the
+//! sequence edits a state cannot make are errors that change nothing, whole
+//! sequences are removed and copied, a batch must give each sequence its
+//! next positions, and completions fall back where the KV-only tricks
+//! (reusing part of a prompt, shifting a full context) do not apply. Every
+//! check compares logits or ids with a fresh context that never saw the
+//! refused call.
+
+mod common;
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use std::sync::{Arc, OnceLock};
+
+use common::synth::family;
+use lamina::completion::CompletionParams;
+use lamina::context::{Batch, Context, ContextParams};
+use lamina::error::Error;
+use lamina::gguf::GgufFile;
+use lamina::model::Model;
+use lamina::sampling::SamplingParams;
+
+fn model() -> Arc<Model> {
+    static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let file = Arc::new(GgufFile::from_bytes(family("lfm2").write()).unwrap());
+            let device = lamina::backend::cpu::CpuDevice::new(None).unwrap().shared();
+            Arc::new(Model::load(file, device, None).unwrap())
+        })
+        .clone()
+}
+
+fn context(n_ctx: usize) -> Context {
+    Context::new(
+        model(),
+        ContextParams {
+            n_ctx,
+            n_threads: 1,
+            ..ContextParams::default()
+        },
+    )
+    .unwrap()
+}
+
+const PROMPT: [u32; 10] = [791, 4062, 14198, 39935, 35308, 927, 279, 16053, 5679, 11];
+
+/// Decodes `tokens` into `seq` from `pos` and returns the last logits.
+fn decode(ctx: &mut Context, tokens: &[u32], pos: i32, seq: u32) -> Vec<f32> {
+    ctx.decode(&Batch::for_sequence(tokens, pos, seq).unwrap())
+        .unwrap();
+    ctx.logits(-1).unwrap().to_vec()
+}
+
+/// The logits of `PROMPT` then `next` in a context that saw nothing else.
+fn fresh_logits(next: u32) -> Vec<f32> {
+    let mut ctx = context(64);
+    decode(&mut ctx, &PROMPT, 0, 0);
+    decode(&mut ctx, &[next], PROMPT.len() as i32, 0)
+}
+
+fn assert_recurrent_refusal(r: lamina::error::Result<()>, what: &str) {
+    match r {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("recurrent"), "{what}: {m}"),
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+#[test]
+fn cutting_a_recurrent_sequence_is_an_error_that_changes_nothing() {
+    let mut ctx = context(64);
+    decode(&mut ctx, &PROMPT, 0, 0);
+    assert_recurrent_refusal(ctx.kv_seq_rm(0, 5, -1), "drop the tail");
+    assert_recurrent_refusal(ctx.kv_seq_rm(0, 3, 6), "drop the middle");
+    assert_recurrent_refusal(ctx.kv_seq_rm(-1, 9, -1), "drop the last of all");
+    assert_recurrent_refusal(ctx.kv_seq_cp(0, 1, 0, 5), "copy a prefix");
+    assert_recurrent_refusal(ctx.kv_seq_add(0, 4, -1, -2), "move a part");
+    // Ranges beyond the sequence touch nothing and are allowed.
+    ctx.kv_seq_rm(0, 10, -1).unwrap();
+    assert_eq!(ctx.kv_seq_pos_max(0), Some(9));
+    assert_eq!(ctx.kv().used(), PROMPT.len());
+    let next = decode(&mut ctx, &[13], 10, 0);
+    assert_eq!(next, fresh_logits(13));
+}
+
+#[test]
+fn whole_sequences_are_removed_copied_and_moved() {
+    let mut ctx = context(64);
+    let first = decode(&mut ctx, &PROMPT, 0, 0);
+    // Removed whole, the sequence starts again from nothing.
+    ctx.kv_seq_rm(0, -1, -1).unwrap();
+    assert_eq!(ctx.kv_seq_pos_max(0), None);
+    assert_eq!(decode(&mut ctx, &PROMPT, 0, 0), first);
+    // Copied whole, the copy continues as the original does.
+    ctx.kv_seq_cp(0, 1, -1, -1).unwrap();
+    let on_copy = decode(&mut ctx, &[13], 10, 1);
+    let on_original = decode(&mut ctx, &[13], 10, 0);
+    assert_eq!(on_copy, on_original);
+    assert_eq!(on_copy, fresh_logits(13));
+    // Kept alone, the other sequence is gone; moved whole, it goes on at
+    // its new positions.
+    ctx.kv_seq_keep(1).unwrap();
+    assert_eq!(ctx.kv_seq_pos_max(0), None);
+    ctx.kv_seq_add(1, -1, -1, 5).unwrap();
+    assert_eq!(ctx.kv_seq_pos_max(1), Some(15));
+    decode(&mut ctx, &[14], 16, 1);
+    assert_eq!(ctx.kv_seq_pos_max(1), Some(16));
+}
+
+#[test]
+fn a_batch_gives_each_sequence_its_next_positions() {
+    let mut ctx = context(64);
+    decode(&mut ctx, &PROMPT, 0, 0);
+    // A gap after the sequence's last position.
+    let gap = ctx.decode(&Batch::for_sequence(&[13], 12, 0).unwrap());
+    assert_recurrent_refusal(gap, "a gap");
+    // A position the state has already taken in.
+    let again = ctx.decode(&Batch::for_sequence(&[13], 9, 0).unwrap());
+    assert_recurrent_refusal(again, "a repeated position");
+    // One token in two sequences.
+    let mut shared = Batch::new(4);
+    shared.add(13, 10, &[0, 1], true).unwrap();
+    assert_recurrent_refusal(ctx.decode(&shared), "a shared token");
+    // A later token of the batch breaking the order refuses all of it,
+    // the tokens before it too.
+    let mut mixed = Batch::new(4);
+    mixed.add(13, 10, &[0], false).unwrap();
+    mixed.add(14, 12, &[0], true).unwrap();
+    assert_recurrent_refusal(ctx.decode(&mixed), "a gap inside the batch");
+    assert_eq!(ctx.kv_seq_pos_max(0), Some(9));
+    assert_eq!(decode(&mut ctx, &[13], 10, 0), fresh_logits(13));
+}
+
+fn greedy(prompt: &str, n_predict: i32) -> CompletionParams {
+    CompletionParams {
+        prompt: prompt.into(),
+        n_predict,
+        ignore_eos: true,
+        sampling: SamplingParams {
+            temperature: 0.0,
+            ..SamplingParams::default()
+        },
+        ..CompletionParams::default()
+    }
+}
+
+#[test]
+fn completions_reuse_only_a_prompt_that_extends_the_cache() {
+    let mut ctx = context(128);
+    // One token predicted: the cache then holds the prompt (the sampled
+    // token is never decoded).
+    let p = greedy("The quick brown fox jumps over the lazy dog", 1);
+    let first = ctx.completion(&p, |_| {}).unwrap();
+    assert_eq!(first.tokens_cached, 0);
+    // The same prompt: its last token would have to be evaluated again,
+    // which a recurrent state cannot go back for, so all of it is.
+    let again = ctx.completion(&p, |_| {}).unwrap();
+    assert_eq!(again.tokens_cached, 0);
+    assert_eq!(again.timings.prompt_n, again.prompt_ids.len());
+    assert_eq!(again.generated_ids, first.generated_ids);
+    // A prompt that extends the whole cache reuses all of it, and goes on
+    // as a fresh context would.
+    let q = greedy(&format!("{}, and then it runs", p.prompt), 4);
+    let extended = ctx.completion(&q, |_| {}).unwrap();
+    let alone = context(128).completion(&q, |_| {}).unwrap();
+    assert_eq!(extended.tokens_cached, first.prompt_ids.len());
+    assert_eq!(extended.generated_ids, alone.generated_ids);
+    // A prompt that leaves the cache part way starts over.
+    let other = greedy("The quick brown cat sleeps", 4);
+    let diverged = ctx.completion(&other, |_| {}).unwrap();
+    let alone = context(128).completion(&other, |_| {}).unwrap();
+    assert_eq!(diverged.tokens_cached, 0);
+    assert_eq!(diverged.generated_ids, alone.generated_ids);
+}
+
+#[test]
+fn a_full_context_ends_the_completion_instead_of_shifting() {
+    let mut ctx = context(32);
+    let p = greedy("Count: 1, 2, 3,", 48);
+    assert!(p.context_shift, "the shift is asked for");
+    let r = ctx.completion(&p, |_| {}).unwrap();
+    assert!(r.stopped_limit && r.context_full && !r.truncated, "{r:?}");
+    // All 32 positions filled; the last token sampled is never decoded.
+    assert_eq!(r.prompt_ids.len() + r.tokens_predicted, 33);
+}
+
+#[test]
+fn sessions_are_refused_with_the_reason() {
+    let mut ctx = context(64);
+    ctx.completion(&greedy("Hello", 2), |_| {}).unwrap();
+    let e = ctx.save_state(None).unwrap_err().to_string();
+    assert!(e.contains("recurrent layers"), "{e}");
+}
+
+#[test]
+fn info_names_the_convolution_layers() {
+    let info = model().arch().hyperparameters();
+    let kinds: Vec<&String> = info
+        .iter()
+        .filter(|(k, _)| *k == "layer kind")
+        .map(|(_, v)| v)
+        .collect();
+    assert!(
+        kinds
+            .iter()
+            .any(|v| v.starts_with("short convolution of 3 taps") && v.ends_with("layers [0, 2]")),
+        "{kinds:?}"
+    );
+}

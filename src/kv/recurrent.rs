@@ -1,0 +1,344 @@
+//! Recurrent states: what a recurrent layer (LFM2's short convolution) keeps
+//! of a sequence instead of per-position keys and values: a fixed number of
+//! values per layer and sequence, updated token by token. A state remembers
+//! no single position, so a sequence can be cleared, copied whole, extended
+//! by its next positions and moved, but not cut in its middle or at its end:
+//! those edits are errors that say so, and change nothing.
+//!
+//! A decode checks its tokens first (each in one sequence, each sequence's
+//! positions following on), keeps a copy of the states it will change, and
+//! puts the copy back if the forward pass fails, so a failed decode leaves
+//! the states as they were, as it leaves the KV cells.
+
+use super::{in_range, SeqId, MAX_SEQUENCES};
+use crate::error::{Error, Result};
+
+/// What an architecture's recurrent layers keep per sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecurrentLayout {
+    /// Recurrent layers (each numbered 0.. among them).
+    pub n_layer: usize,
+    /// Values each layer keeps per sequence.
+    pub width: usize,
+}
+
+/// One sequence's states: every recurrent layer's values, and the first and
+/// last positions they have taken in (`None`: the sequence is empty).
+#[derive(Clone, Default)]
+struct SeqState {
+    span: Option<(i32, i32)>,
+    /// `n_layer * width` values, allocated when the sequence first decodes.
+    values: Vec<f32>,
+}
+
+pub struct RecurrentStates {
+    layout: RecurrentLayout,
+    seqs: Vec<SeqState>,
+    /// The sequences a decode in progress changes, and (per sequence, their
+    /// buffers reused from decode to decode) their states before it.
+    touched: Vec<usize>,
+    saved: Vec<SeqState>,
+    /// Where each sequence's next position must be during a decode's check.
+    next: Vec<Option<i32>>,
+}
+
+/// Whether `[p0, p1)` (negative bounds open) covers the whole of `a..=b`.
+fn covers(p0: i32, p1: i32, (a, b): (i32, i32)) -> bool {
+    in_range(a, p0, p1) && in_range(b, p0, p1)
+}
+
+/// Whether `[p0, p1)` misses every position of `a..=b`.
+fn misses(p0: i32, p1: i32, (a, b): (i32, i32)) -> bool {
+    (p0 >= 0 && p0 > b) || (p1 >= 0 && p1 <= a)
+}
+
+fn cut_error(seq: SeqId, p0: i32, p1: i32, (a, b): (i32, i32)) -> Error {
+    let bound = |p: i32| {
+        if p < 0 {
+            "open".to_string()
+        } else {
+            p.to_string()
+        }
+    };
+    Error::InvalidArgument(format!(
+        "sequence {seq} holds positions {a}..={b} in recurrent states, which keep no single position: \
+         positions [{}, {}) cannot be taken out or moved apart (only the whole sequence can)",
+        bound(p0),
+        bound(p1)
+    ))
+}
+
+impl RecurrentStates {
+    /// States for `layout` (n_layer 0: a model without recurrent layers;
+    /// every edit is then allowed and does nothing). One sequence's states
+    /// must fit in memory; each sequence allocates its own on first use.
+    pub fn new(layout: RecurrentLayout) -> Result<RecurrentStates> {
+        let per_seq = (layout.n_layer as u64)
+            .checked_mul(layout.width as u64)
+            .and_then(|v| v.checked_mul(4))
+            .unwrap_or(u64::MAX);
+        crate::memory::check_fits(
+            "one sequence's recurrent states",
+            per_seq,
+            "the model's recurrent layers set it",
+        )?;
+        Ok(RecurrentStates {
+            layout,
+            seqs: vec![SeqState::default(); MAX_SEQUENCES],
+            touched: Vec::new(),
+            saved: vec![SeqState::default(); MAX_SEQUENCES],
+            next: vec![None; MAX_SEQUENCES],
+        })
+    }
+
+    /// Whether the model has recurrent layers at all.
+    pub fn is_used(&self) -> bool {
+        self.layout.n_layer > 0
+    }
+
+    pub fn layout(&self) -> RecurrentLayout {
+        self.layout
+    }
+
+    /// The first and last positions `seq`'s states have taken in.
+    pub fn span(&self, seq: SeqId) -> Option<(i32, i32)> {
+        self.seqs.get(seq as usize).and_then(|s| s.span)
+    }
+
+    pub fn clear(&mut self) {
+        for s in &mut self.seqs {
+            s.span = None;
+        }
+    }
+
+    /// The sequences `seq` names (`seq < 0`: all) with their spans.
+    fn targets(&self, seq: i32) -> impl Iterator<Item = (SeqId, (i32, i32))> + '_ {
+        self.seqs
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| seq < 0 || *i == seq as usize)
+            .filter_map(|(i, s)| s.span.map(|span| (i as SeqId, span)))
+    }
+
+    /// Checks that removing `[p0, p1)` from `seq` (`seq < 0`: from all)
+    /// takes each sequence whole or not at all.
+    pub fn check_rm(&self, seq: i32, p0: i32, p1: i32) -> Result<()> {
+        if !self.is_used() {
+            return Ok(());
+        }
+        match self
+            .targets(seq)
+            .find(|&(_, span)| !covers(p0, p1, span) && !misses(p0, p1, span))
+        {
+            Some((s, span)) => Err(cut_error(s, p0, p1, span)),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the sequences `[p0, p1)` covers (after `check_rm`).
+    pub fn rm(&mut self, seq: i32, p0: i32, p1: i32) {
+        for s in self
+            .seqs
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| seq < 0 || *i == seq as usize)
+            .map(|(_, s)| s)
+        {
+            if s.span.is_some_and(|span| covers(p0, p1, span)) {
+                s.span = None;
+            }
+        }
+    }
+
+    /// Checks that copying `src`'s `[p0, p1)` copies the whole of it.
+    pub fn check_cp(&self, src: SeqId, p0: i32, p1: i32) -> Result<()> {
+        match self.span(src) {
+            Some(span) if self.is_used() && !covers(p0, p1, span) && !misses(p0, p1, span) => {
+                Err(cut_error(src, p0, p1, span))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `dst` takes `src`'s states (after `check_cp`; a range that misses
+    /// `src` copies nothing).
+    pub fn cp(&mut self, src: SeqId, dst: SeqId, p0: i32, p1: i32) {
+        let (s, d) = (src as usize, dst as usize);
+        if s == d || s >= self.seqs.len() || d >= self.seqs.len() {
+            return;
+        }
+        let Some(span) = self.seqs[s].span.filter(|&span| covers(p0, p1, span)) else {
+            return;
+        };
+        let mut values = std::mem::take(&mut self.seqs[d].values);
+        values.clone_from(&self.seqs[s].values);
+        self.seqs[d] = SeqState {
+            span: Some(span),
+            values,
+        };
+    }
+
+    /// Forgets every sequence but `seq`.
+    pub fn keep(&mut self, seq: SeqId) {
+        for (i, s) in self.seqs.iter_mut().enumerate() {
+            if i != seq as usize {
+                s.span = None;
+            }
+        }
+    }
+
+    /// Checks that moving `seq`'s `[p0, p1)` moves all of it or none.
+    pub fn check_add(&self, seq: SeqId, p0: i32, p1: i32) -> Result<()> {
+        self.check_cp(seq, p0, p1)
+    }
+
+    /// Moves `seq`'s span by `delta` if `[p0, p1)` covers it (after
+    /// `check_add`); a span pushed below 0 empties the sequence, as the KV
+    /// cells pushed below 0 leave it.
+    pub fn add(&mut self, seq: SeqId, p0: i32, p1: i32, delta: i32) {
+        if let Some(s) = self.seqs.get_mut(seq as usize) {
+            if let Some((a, b)) = s.span.filter(|&span| covers(p0, p1, span)) {
+                s.span = (b + delta >= 0).then_some(((a + delta).max(0), b + delta));
+            }
+        }
+    }
+
+    /// Checks a batch before it runs: each token in exactly one sequence
+    /// (`seq_mask` bits) and at the position after its sequence's last.
+    /// Then keeps a copy of the states it will change and gives each new
+    /// sequence zeroed states. Call `commit` or `rollback` after the run.
+    pub fn begin(&mut self, pos: &[i32], seq_mask: &[u64]) -> Result<()> {
+        self.touched.clear();
+        if !self.is_used() {
+            return Ok(());
+        }
+        for (i, s) in self.seqs.iter().enumerate() {
+            self.next[i] = s.span.map(|(_, b)| b + 1);
+        }
+        for (t, (&p, &mask)) in pos.iter().zip(seq_mask).enumerate() {
+            if mask.count_ones() != 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "token {t} of the batch belongs to {} sequences: with recurrent layers each token belongs to exactly one",
+                    mask.count_ones()
+                )));
+            }
+            let s = mask.trailing_zeros() as usize;
+            if let Some(want) = self.next[s].filter(|&want| want != p) {
+                return Err(Error::InvalidArgument(format!(
+                    "token {t} of the batch is at position {p} of sequence {s}, whose recurrent states are at position {want}: \
+                     with recurrent layers a sequence takes its positions in order"
+                )));
+            }
+            self.next[s] = Some(p + 1);
+        }
+        let len = self.layout.n_layer * self.layout.width;
+        for (i, s) in self.seqs.iter_mut().enumerate() {
+            let was = s.span.map(|(_, b)| b + 1);
+            if self.next[i] == was {
+                continue; // not in this batch
+            }
+            self.touched.push(i);
+            self.saved[i].span = s.span;
+            self.saved[i].values.clone_from(&s.values);
+            if s.span.is_none() {
+                s.values.clear();
+                s.values.try_reserve_exact(len).map_err(|_| {
+                    Error::InvalidArgument(format!(
+                        "recurrent states of {len} values cannot be allocated"
+                    ))
+                })?;
+                s.values.resize(len, 0.0);
+            }
+        }
+        Ok(())
+    }
+
+    /// The batch of `begin` ran: each of its sequences' spans reach its
+    /// last token.
+    pub fn commit(&mut self, pos: &[i32], seq_mask: &[u64]) {
+        if !self.is_used() {
+            return;
+        }
+        for (&p, &mask) in pos.iter().zip(seq_mask) {
+            let s = &mut self.seqs[mask.trailing_zeros() as usize];
+            s.span = Some((s.span.map_or(p, |(a, _)| a), p));
+        }
+        self.touched.clear();
+    }
+
+    /// The batch of `begin` failed: its sequences' states are put back.
+    pub fn rollback(&mut self) {
+        for i in self.touched.drain(..) {
+            std::mem::swap(&mut self.seqs[i], &mut self.saved[i]);
+        }
+    }
+
+    /// Recurrent layer `layer`'s values for `seq`, as a decode changes them.
+    pub fn state_mut(&mut self, layer: usize, seq: SeqId) -> Result<&mut [f32]> {
+        let w = self.layout.width;
+        let values = self
+            .seqs
+            .get_mut(seq as usize)
+            .map(|s| &mut s.values)
+            .filter(|v| v.len() >= (layer + 1) * w && layer < self.layout.n_layer)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "sequence {seq} has no recurrent state for layer {layer} (the decode did not begin it)"
+                ))
+            })?;
+        Ok(&mut values[layer * w..(layer + 1) * w])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn states() -> RecurrentStates {
+        RecurrentStates::new(RecurrentLayout {
+            n_layer: 2,
+            width: 3,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_failed_decode_puts_the_states_back() {
+        let mut s = states();
+        s.begin(&[0, 1], &[1, 1]).unwrap();
+        s.state_mut(1, 0).unwrap().copy_from_slice(&[1.0, 2.0, 3.0]);
+        s.commit(&[0, 1], &[1, 1]);
+        assert_eq!(s.span(0), Some((0, 1)));
+        // A batch for sequences 0 and 1 that fails after changing both.
+        s.begin(&[2, 0], &[1, 2]).unwrap();
+        s.state_mut(1, 0).unwrap().fill(9.0);
+        s.state_mut(0, 1).unwrap().fill(9.0);
+        s.rollback();
+        assert_eq!(s.span(0), Some((0, 1)));
+        assert_eq!(s.span(1), None);
+        assert_eq!(s.state_mut(1, 0).unwrap(), &[1.0, 2.0, 3.0]);
+        // Sequence 1 starts from zeros when it next begins.
+        s.begin(&[0], &[2]).unwrap();
+        assert_eq!(s.state_mut(0, 1).unwrap(), &[0.0; 3]);
+    }
+
+    #[test]
+    fn only_whole_sequences_are_cut_copied_or_moved() {
+        let mut s = states();
+        s.begin(&[3, 4, 5], &[1, 1, 1]).unwrap();
+        s.commit(&[3, 4, 5], &[1, 1, 1]);
+        for (p0, p1) in [(4, -1), (0, 5), (4, 5)] {
+            assert!(s.check_rm(0, p0, p1).is_err(), "{p0}..{p1}");
+            assert!(s.check_cp(0, p0, p1).is_err(), "{p0}..{p1}");
+        }
+        for (p0, p1) in [(-1, -1), (3, 6), (0, 3), (6, -1)] {
+            assert!(s.check_rm(0, p0, p1).is_ok(), "{p0}..{p1}");
+        }
+        s.add(0, -1, -1, -4);
+        assert_eq!(s.span(0), Some((0, 1)));
+        s.add(0, -1, -1, -2);
+        assert_eq!(s.span(0), None, "pushed below position 0");
+    }
+}
