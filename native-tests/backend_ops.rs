@@ -304,7 +304,7 @@ fn row_ops_match_the_scalar_backend_bit_for_bit() {
     assert!(be.add(&mut [0.0; 3], &[1.0; 4]).is_err());
 }
 
-/// Softmax rows (the experts' router): probabilities that sum to one, equal
+/// Softmax rows (the experts' router) and sigmoids: probabilities that sum to one, equal
 /// to exp(x - max) / sum within f32 rounding, the same on every backend, and
 /// a length that is not a multiple of the width is an error.
 #[test]
@@ -340,6 +340,16 @@ fn soft_max_rows_are_probabilities() {
                 "{got} vs {exact}"
             );
         }
+    }
+    // The experts' other gate: sigmoid(0) = 1/2, sigmoid(±ln 3) = 3/4, 1/4.
+    let mut gates = [0.0, 3f32.ln(), -(3f32.ln())];
+    scalar()
+        .create_backend(1)
+        .unwrap()
+        .sigmoid(&mut gates)
+        .unwrap();
+    for (g, w) in gates.iter().zip([0.5, 0.75, 0.25]) {
+        assert!((g - w).abs() < 1e-6, "{gates:?}");
     }
     // ln 3 apart: a quarter and three quarters.
     let mut two = [0.0, 3f32.ln()];

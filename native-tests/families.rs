@@ -167,6 +167,28 @@ fn lfm2_sequences_in_shared_batches() {
     check_seqs("lfm2");
 }
 
+/// LFM2-MoE: a dense first layer, then 2 of 8 experts picked by sigmoid
+/// plus a selection bias, weighted by the unbiased sigmoids.
+#[test]
+fn lfm2moe_sigmoid_experts_q4_k() {
+    check("lfm2moe", None, 1);
+}
+
+/// `lamina info` names LFM2-MoE's gating, bias and dense lead.
+#[test]
+fn lfm2moe_info_names_the_gating() {
+    let file = Arc::new(GgufFile::from_bytes(family("lfm2moe").write()).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Model::load(file, device, None).unwrap();
+    let info = model.arch().hyperparameters();
+    let experts = info.iter().find(|(k, _)| *k == "experts").map(|(_, v)| v);
+    assert_eq!(
+        experts.map(String::as_str),
+        Some("from layer 1: 2 used of 8, feed-forward 256 each, sigmoid gating, a selection bias, weights renormalised"),
+        "{info:?}"
+    );
+}
+
 /// Granite MoE: Granite's multipliers, 2 of 4 experts and a shared one.
 #[test]
 fn granitemoe_shared_expert_q8_0() {

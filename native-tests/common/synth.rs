@@ -72,6 +72,11 @@ pub struct Experts {
     pub n_used: u32,
     pub n_ff: u32,
     pub shared_ff: u32,
+    /// LFM2-MoE's routing: sigmoid gating (`expert_gating_func` 2) and a
+    /// selection bias `exp_probs_b.bias`; its first `dense_lead` layers
+    /// keep a dense feed-forward.
+    pub sigmoid_bias: bool,
+    pub dense_lead: u32,
 }
 
 const BASE: Synth = Synth {
@@ -264,6 +269,31 @@ pub const FAMILIES: &[Synth] = &[
         output_norm: "token_embd_norm",
         ..BASE
     },
+    // LFM2-MoE: LFM2's layers; a dense feed-forward in layer 0, then 2 of 8
+    // experts picked by sigmoid plus a selection bias.
+    Synth {
+        name: "lfm2moe",
+        arch: "lfm2moe",
+        vocab: "ggml-vocab-llama-bpe.gguf",
+        weights: GgmlType::Q4_K,
+        n_layer: 4,
+        qk_norm: true,
+        keys: &[("rope.freq_base", 1000000.0)],
+        short_conv: Some(ShortConv {
+            taps: 3,
+            layers: &[0, 2],
+        }),
+        output_norm: "token_embd_norm",
+        experts: Some(Experts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff: 256,
+            shared_ff: 0,
+            sigmoid_bias: true,
+            dense_lead: 1,
+        }),
+        ..BASE
+    },
     // Qwen3-MoE: 2 of 8 experts per token; a router spread wider than the
     // other matrices, so no two experts' scores sit close enough for
     // rounding to swap them.
@@ -279,6 +309,8 @@ pub const FAMILIES: &[Synth] = &[
             n_used: 2,
             n_ff: 256,
             shared_ff: 0,
+            sigmoid_bias: false,
+            dense_lead: 0,
         }),
         ..BASE
     },
@@ -294,6 +326,8 @@ pub const FAMILIES: &[Synth] = &[
             n_used: 2,
             n_ff: 256,
             shared_ff: 512,
+            sigmoid_bias: false,
+            dense_lead: 0,
         }),
         // Milder multipliers than `granite`'s, so the experts' weights
         // move the logits by more than the tolerance.
@@ -355,6 +389,8 @@ pub const BENCH: &[Synth] = &[
             n_used: 8,
             n_ff: 512,
             shared_ff: 0,
+            sigmoid_bias: false,
+            dense_lead: 0,
         }),
         ..GRANITE
     },
@@ -454,6 +490,10 @@ impl Synth {
                 (key("expert_used_count"), Value::U32(e.n_used)),
                 (key("expert_feed_forward_length"), Value::U32(e.n_ff)),
             ]);
+            if e.sigmoid_bias {
+                meta.push((key("expert_gating_func"), Value::U32(2)));
+                meta.push((key("leading_dense_block_count"), Value::U32(e.dense_lead)));
+            }
             if e.shared_ff > 0 {
                 meta.push((
                     key("expert_shared_feed_forward_length"),
@@ -515,9 +555,14 @@ impl Synth {
             if conv.is_none() {
                 t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
             }
-            if let Some(e) = self.experts {
+            let experts = self.experts.filter(|e| i >= e.dense_lead);
+            if let Some(e) = experts {
                 let (ne, eff) = (e.n_expert as u64, e.n_ff as u64);
                 t.matrix(&n("ffn_gate_inp"), GgmlType::F32, ne, d, 3.0 * scale(d));
+                if e.sigmoid_bias {
+                    let b: Vec<f32> = (0..ne).map(|_| uniform(&mut t.rng, 0.5)).collect();
+                    t.vector(&format!("blk.{i}.exp_probs_b.bias"), &b);
+                }
                 t.stacked(&n("ffn_gate_exps"), wt, ne, eff, d, scale(d));
                 t.stacked(&n("ffn_up_exps"), wt, ne, eff, d, scale(d));
                 t.stacked(&n("ffn_down_exps"), wt, ne, d, eff, scale(eff));
@@ -533,7 +578,7 @@ impl Synth {
                 t.matrix(&n("ffn_gate"), wt, ff, d, scale(d));
                 t.matrix(&n("ffn_up"), wt, ff, d, scale(d));
             }
-            if self.experts.is_none() {
+            if experts.is_none() {
                 t.matrix(&n("ffn_down"), wt, d, ff, scale(ff));
             }
             norms.push((n("attn_norm"), d));

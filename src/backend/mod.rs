@@ -175,6 +175,8 @@ pub trait Backend: Send {
     fn scale(&mut self, x: &mut [f32], c: f32) -> Result<()>;
     /// tanh in place.
     fn tanh(&mut self, x: &mut [f32]) -> Result<()>;
+    /// 1 / (1 + exp(-x)) in place.
+    fn sigmoid(&mut self, x: &mut [f32]) -> Result<()>;
     /// Softmax of each row of `x` (rows of `width`) in place.
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()>;
     /// One token of a gated short convolution (LFM2's): `bcx` holds the

@@ -119,6 +119,9 @@ impl Backend for LoraBackend<'_> {
     fn tanh(&mut self, x: &mut [f32]) -> Result<()> {
         self.inner.tanh(x)
     }
+    fn sigmoid(&mut self, x: &mut [f32]) -> Result<()> {
+        self.inner.sigmoid(x)
+    }
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()> {
         self.inner.soft_max(x, width)
     }

@@ -182,6 +182,7 @@ const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),
     ("lfm2", lfm2::load),
+    ("lfm2moe", lfm2::load_moe),
     ("gemma3", gemma3::load),
     ("smollm3", smollm3::load),
     ("granite", granite::load),

@@ -54,6 +54,9 @@ test('greedy completions follow llama.cpp', async () => {
     model_desc: 'llama 30 layers, 576 embd, Q4_1', model_size: 96576768, model_n_params: 134515008,
     arch: 'llama', pooling: 'none', n_embd: 576,
     cpu_variant: 'simd128', n_threads: 1, n_ctx: 512, build: 'single-thread',
+    // No recurrent layers: every prompt-cache reuse, the shift and sessions.
+    recurrent_layers: 0, prompt_cache: 'any common prefix is reused', context_shift: true,
+    sessions: true,
   };
   assert.deepEqual(await ctx.contextInfo(), info);
   assert.deepEqual(ctx.build, {

@@ -263,6 +263,11 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn sigmoid(&mut self, x: &mut [f32]) -> Result<()> {
+        rows::sigmoid(x);
+        Ok(())
+    }
+
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()> {
         rows_of("soft_max", x.len(), width)?;
         x.chunks_exact_mut(width).for_each(rows::soft_max);

@@ -290,6 +290,13 @@ pub fn widen_f16(x: &[f16], out: &mut [f32]) {
     }
 }
 
+/// 1 / (1 + exp(-x)) in place, as ggml's CPU sigmoid.
+pub fn sigmoid(x: &mut [f32]) {
+    for v in x {
+        *v = 1.0 / (1.0 + (-*v).exp());
+    }
+}
+
 /// Softmax of one row in place, as ggml's CPU softmax: the row's maximum
 /// off, exp, the sum in f64, then every value times the sum's inverse.
 pub fn soft_max(x: &mut [f32]) {

@@ -203,7 +203,7 @@ pub(crate) fn load(
         } else {
             (None, None)
         };
-        let ffn = match parts.experts {
+        let ffn = match parts.experts.filter(|_| i >= parts.dense_lead) {
             Some(spec) => Ffn::Experts(Experts::load(device, file, i, d, spec)?),
             None if ff == 0 => {
                 return Err(Error::MissingKey {

@@ -26,7 +26,7 @@ use std::any::Any;
 
 pub(crate) use hparams::{common, factors, uniform, Keys, Shape};
 pub(crate) use layers::load;
-pub(crate) use moe::MoeSpec;
+pub(crate) use moe::{Gating, MoeSpec};
 pub(crate) use short_conv::check_len as check_taps;
 
 use super::{state_of, Architecture, Dims, MicroBatch};
@@ -145,9 +145,11 @@ pub struct Parts {
     /// then K, then V) for the three of attention, and a `ffn_up` of twice
     /// the feed-forward's rows (gate, then up) without `ffn_gate`.
     pub fused: bool,
-    /// A mixture of experts in every layer instead of one feed-forward
-    /// (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`).
+    /// A mixture of experts in every layer (from layer `dense_lead` on)
+    /// instead of one feed-forward (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`).
     pub experts: Option<MoeSpec>,
+    /// Layers before it keep a dense feed-forward (LFM2-MoE's leading ones).
+    pub dense_lead: usize,
     /// The taps of the short convolutions of `Mixer::ShortConv` layers.
     pub short_conv: Option<usize>,
     /// The final norm's tensor, where it is not `output_norm.weight`.
@@ -548,15 +550,37 @@ impl Architecture for Decoder {
         if r.q_scale.is_none() {
             h.push(("score scale", r.kq_scale.to_string()));
         }
-        if let Some(Ffn::Experts(e)) = self.layers.first().map(|l| &l.ffn) {
+        let first_experts = self
+            .layers
+            .iter()
+            .enumerate()
+            .find_map(|(i, l)| match &l.ffn {
+                Ffn::Experts(e) => Some((i, e)),
+                Ffn::Dense { .. } => None,
+            });
+        if let Some((first, e)) = first_experts {
             let m = e.spec();
             h.push((
                 "experts",
                 format!(
-                    "{} used of {}, feed-forward {} each, softmax gating{}{}",
+                    "{}{} used of {}, feed-forward {} each, {} gating{}{}{}",
+                    if first > 0 {
+                        format!("from layer {first}: ")
+                    } else {
+                        String::new()
+                    },
                     m.n_used,
                     m.n_expert,
                     m.n_ff,
+                    match m.gating {
+                        Gating::Softmax => "softmax",
+                        Gating::Sigmoid => "sigmoid",
+                    },
+                    if m.selection_bias {
+                        ", a selection bias"
+                    } else {
+                        ""
+                    },
                     if m.norm_weights {
                         ", weights renormalised"
                     } else {

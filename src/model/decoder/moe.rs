@@ -1,10 +1,11 @@
 //! A mixture-of-experts feed-forward, as llama.cpp's `build_moe_ffn` runs
-//! it with softmax gating (Qwen3-MoE and the families after it): a router
-//! product scores every expert for each token, the softmax of the scores
-//! picks the `n_used` most probable, each picked expert is a SwiGLU
+//! it with softmax gating (Qwen3-MoE, Granite MoE) or sigmoid gating with a
+//! selection bias (LFM2-MoE): a router product scores every expert for each
+//! token, the softmax (or each sigmoid) of the scores, plus the bias where
+//! there is one, picks the `n_used` best, each picked expert is a SwiGLU
 //! feed-forward of its own, and the token's output is the picked experts'
-//! outputs times their probabilities (renormalised to sum to one where the
-//! family says), added in the router's order. Some families add a shared
+//! outputs times their probabilities (unbiased; renormalised to sum to one
+//! where the family says), added in the router's order. Some families add a shared
 //! expert, a plain SwiGLU feed-forward every token takes, to the output.
 //!
 //! The file stores each of gate, up and down as one 3-D tensor, the experts
@@ -17,11 +18,33 @@ use super::Keys;
 use crate::backend::{Backend, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::model::weights::{matrix, shaped, tensor, Tensor};
+use crate::model::weights::{matrix, shaped, tensor, vector, Tensor};
 use std::sync::Arc;
 
 /// The most experts a layer may have (llama.cpp's `LLAMA_MAX_EXPERTS`).
 const MAX_EXPERTS: usize = 512;
+
+/// What turns the router's scores into the experts' probabilities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gating {
+    /// Softmax over the experts.
+    Softmax,
+    /// Each score's sigmoid on its own.
+    Sigmoid,
+}
+
+impl Gating {
+    /// `expert_gating_func` as llama.cpp numbers it (1 softmax, 2 sigmoid).
+    pub(crate) fn from_key(v: usize) -> Result<Gating> {
+        match v {
+            1 => Ok(Gating::Softmax),
+            2 => Ok(Gating::Sigmoid),
+            other => Err(Error::InvalidArgument(format!(
+                "expert gating function {other} is not supported (1 softmax and 2 sigmoid are)"
+            ))),
+        }
+    }
+}
 
 /// The experts' sizes and how their weights are made, from a family's keys.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -38,6 +61,10 @@ pub struct MoeSpec {
     /// The shared expert's feed-forward width (`ffn_{gate,up,down}_shexp`),
     /// where the family has one.
     pub shared_ff: Option<usize>,
+    pub gating: Gating,
+    /// `exp_probs_b.bias`: added to the probabilities to pick experts (not
+    /// to weight them).
+    pub selection_bias: bool,
 }
 
 impl MoeSpec {
@@ -66,6 +93,8 @@ impl MoeSpec {
             norm_weights,
             weights_scale: None,
             shared_ff: None,
+            gating: Gating::Softmax,
+            selection_bias: false,
         })
     }
 }
@@ -100,6 +129,7 @@ impl Expert {
 pub(super) struct Experts {
     spec: MoeSpec,
     router: Matrix,
+    selection_bias: Option<Vec<f32>>,
     experts: Vec<Expert>,
     shared: Option<Expert>,
 }
@@ -170,9 +200,16 @@ impl Experts {
             }
             None => None,
         };
+        let selection_bias = if spec.selection_bias {
+            let name = format!("blk.{i}.exp_probs_b.bias");
+            Some(vector(file, &tensor(file, &name)?, ne)?)
+        } else {
+            None
+        };
         Ok(Experts {
             spec,
             router,
+            selection_bias,
             experts,
             shared,
         })
@@ -217,7 +254,10 @@ impl Experts {
         }
         let probs = &mut s.probs[..n * ne];
         be.mul_mat(&self.router, x, n, probs)?;
-        be.soft_max(probs, ne)?;
+        match self.spec.gating {
+            Gating::Softmax => be.soft_max(probs, ne)?,
+            Gating::Sigmoid => be.sigmoid(probs)?,
+        }
         for list in &mut s.tokens {
             list.clear();
         }
@@ -266,14 +306,19 @@ impl Experts {
         Ok(())
     }
 
-    /// The `picks.len()` most probable experts of `p`, most probable first
-    /// (ties: the lower index), each with its weight.
+    /// The `picks.len()` best experts of `p` (plus the selection bias, if
+    /// any), best first (ties: the lower index), each with its unbiased
+    /// probability as its weight.
     fn pick(&self, p: &[f32], picks: &mut [(u32, f32)]) {
+        let score = |e: usize| match &self.selection_bias {
+            Some(b) => p[e] + b[e],
+            None => p[e],
+        };
         for r in 0..picks.len() {
             let mut best: Option<usize> = None;
-            for (e, &v) in p.iter().enumerate() {
+            for e in 0..p.len() {
                 let taken = picks[..r].iter().any(|&(c, _)| c as usize == e);
-                if !taken && best.is_none_or(|b| v > p[b]) {
+                if !taken && best.is_none_or(|b| score(e) > score(b)) {
                     best = Some(e);
                 }
             }
