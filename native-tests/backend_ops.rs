@@ -392,7 +392,8 @@ fn short_conv_steps_equal_the_whole_convolution() {
             want[t * n + ch] = bcx[t * 3 * n + n + ch] * sum;
         }
     }
-    each_backend("short_conv", true, n, |be| {
+    // Every step of the sequence through one backend: outputs and the state.
+    let run = |be: &mut dyn Backend| {
         let mut state = vec![0.0; (len - 1) * n];
         let mut out = vec![0.0; steps * n];
         for t in 0..steps {
@@ -405,6 +406,10 @@ fn short_conv_steps_equal_the_whole_convolution() {
             )
             .unwrap();
         }
+        (out, state)
+    };
+    each_backend("short_conv", true, n, |be| {
+        let (out, state) = run(be);
         for k in 0..len - 1 {
             for ch in 0..n {
                 assert_eq!(state[k * n + ch], bx(steps - (len - 1) + k, ch));
@@ -413,18 +418,7 @@ fn short_conv_steps_equal_the_whole_convolution() {
         out
     });
     let mut be = scalar().create_backend(1).unwrap();
-    let mut state = vec![0.0; (len - 1) * n];
-    let mut out = vec![0.0; steps * n];
-    for t in 0..steps {
-        be.short_conv(
-            &kernel,
-            len,
-            &mut state,
-            &bcx[t * 3 * n..(t + 1) * 3 * n],
-            &mut out[t * n..(t + 1) * n],
-        )
-        .unwrap();
-    }
+    let (mut out, mut state) = run(be.as_mut());
     for (g, w) in out.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-6 * (1.0 + w.abs()), "{g} vs {w}");
     }
