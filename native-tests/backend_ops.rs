@@ -18,8 +18,8 @@ use std::sync::Arc;
 use common::{ggml_test_values, Rng};
 use lamina::backend::cpu::{CpuDevice, CpuVariant};
 use lamina::backend::{
-    AttentionArgs, Backend, CacheBuffer, CacheRows, CacheType, Device, Matrix, Op, Rope, RopeKind,
-    WeightSource,
+    AttentionArgs, Backend, CacheBuffer, CacheRows, CacheType, DeltaNetArgs, Device, Matrix, Op,
+    Rope, RopeKind, WeightSource,
 };
 use lamina::gguf::{GgufFile, GgufWriter};
 use lamina::tensor::DType;
@@ -212,7 +212,7 @@ fn row_ops_match(n: usize, d: usize, seed: u64, positions: &[i32]) {
         out
     });
     type InPlace = fn(&mut dyn Backend, &mut [f32], &[f32], &[f32], &[f32]);
-    let in_place: [(&str, InPlace); 6] = [
+    let in_place: [(&str, InPlace); 8] = [
         ("layer_norm", |be, v, _, w, b| {
             be.layer_norm(v, w, b, 1e-12).unwrap()
         }),
@@ -221,6 +221,8 @@ fn row_ops_match(n: usize, d: usize, seed: u64, positions: &[i32]) {
         ("gelu", |be, v, _, _, _| be.gelu(v).unwrap()),
         ("silu_mul", |be, v, y, _, _| be.silu_mul(v, y).unwrap()),
         ("gelu_mul", |be, v, y, _, _| be.gelu_mul(v, y).unwrap()),
+        ("silu", |be, v, _, _, _| be.silu(v).unwrap()),
+        ("mul", |be, v, y, _, _| be.mul(v, y).unwrap()),
     ];
     for (name, op) in in_place {
         each_backend(name, true, d, |be| {
@@ -369,16 +371,16 @@ fn soft_max_rows_are_probabilities() {
         .is_err());
 }
 
-/// The gated short convolution (LFM2), token by token on every backend,
-/// against the convolution written out over the whole sequence: out[t] =
-/// C[t] · Σ_k taps[k] · (B·X)[t - (len-1) + k], zeros before the first
-/// token; and the state it leaves is the last `len - 1` values of B·X.
+/// The causal depthwise convolution (LFM2's, Qwen3.5's), token by token on
+/// every backend, against the convolution written out over the whole
+/// sequence: out[t] = Σ_k taps[k] · x[t - (len-1) + k], zeros before the
+/// first token; and the state it leaves is the last `len - 1` inputs.
 #[test]
-fn short_conv_steps_equal_the_whole_convolution() {
+fn causal_conv_steps_equal_the_whole_convolution() {
     let (n, len, steps) = (5, 4, 6);
     let kernel = ggml_test_values(51, 32)[..n * len].to_vec();
-    let bcx: Vec<f32> = ggml_test_values(52, 96)[..steps * 3 * n].to_vec();
-    let bx = |t: usize, ch: usize| bcx[t * 3 * n + ch] * bcx[t * 3 * n + 2 * n + ch];
+    let xs: Vec<f32> = ggml_test_values(52, 96)[..steps * n].to_vec();
+    let x = |t: usize, ch: usize| xs[t * n + ch];
     let mut want = vec![0.0f32; steps * n];
     for t in 0..steps {
         for ch in 0..n {
@@ -386,10 +388,10 @@ fn short_conv_steps_equal_the_whole_convolution() {
             for k in 0..len {
                 let back = len - 1 - k;
                 if t >= back {
-                    sum += bx(t - back, ch) * kernel[ch * len + k];
+                    sum += x(t - back, ch) * kernel[ch * len + k];
                 }
             }
-            want[t * n + ch] = bcx[t * 3 * n + n + ch] * sum;
+            want[t * n + ch] = sum;
         }
     }
     // Every step of the sequence through one backend: outputs and the state.
@@ -397,22 +399,22 @@ fn short_conv_steps_equal_the_whole_convolution() {
         let mut state = vec![0.0; (len - 1) * n];
         let mut out = vec![0.0; steps * n];
         for t in 0..steps {
-            be.short_conv(
+            be.causal_conv(
                 &kernel,
                 len,
                 &mut state,
-                &bcx[t * 3 * n..(t + 1) * 3 * n],
+                &xs[t * n..(t + 1) * n],
                 &mut out[t * n..(t + 1) * n],
             )
             .unwrap();
         }
         (out, state)
     };
-    each_backend("short_conv", true, n, |be| {
+    each_backend("causal_conv", true, n, |be| {
         let (out, state) = run(be);
         for k in 0..len - 1 {
             for ch in 0..n {
-                assert_eq!(state[k * n + ch], bx(steps - (len - 1) + k, ch));
+                assert_eq!(state[k * n + ch], x(steps - (len - 1) + k, ch));
             }
         }
         out
@@ -424,10 +426,119 @@ fn short_conv_steps_equal_the_whole_convolution() {
     }
     // Shapes that do not fit are errors.
     assert!(be
-        .short_conv(&kernel, len, &mut state[1..], &bcx[..3 * n], &mut out[..n])
+        .causal_conv(&kernel, len, &mut state[1..], &xs[..n], &mut out[..n])
         .is_err());
     assert!(be
-        .short_conv(&kernel, 1, &mut [], &bcx[..3 * n], &mut out[..n])
+        .causal_conv(&kernel, 1, &mut [], &xs[..n], &mut out[..n])
+        .is_err());
+}
+
+/// Gated DeltaNet over a run of tokens, on every backend at 1 and 2
+/// threads (bit for bit: each head runs as on one thread), against the
+/// recurrence written out in f64: per value head h (query and key head
+/// h % n_head_k), S ← exp(g)·S; S ← S + β·k(v − Sᵀk)ᵀ; out = Sᵀq/√dim. Two
+/// calls of 3 and 2 tokens leave the state one call of 5 does.
+#[test]
+fn gated_delta_net_follows_the_recurrence() {
+    let (hk, hv, d, n) = (2usize, 4usize, 16usize, 5usize);
+    let width = (2 * hk + hv) * d;
+    // Unit-length queries and keys, as the model's L2 norm makes them.
+    let mut qkv = ggml_test_values(61, n * width);
+    for row in qkv.chunks_exact_mut(width) {
+        for head in row[..2 * hk * d].chunks_exact_mut(d) {
+            let len = head.iter().map(|v| v * v).sum::<f32>().sqrt();
+            head.iter_mut().for_each(|v| *v /= len);
+        }
+    }
+    // Decays in (0, 1] and strengths in [0, 1], as the model's softplus
+    // and sigmoid make them.
+    let g: Vec<f32> = ggml_test_values(62, 32)[..n * hv]
+        .iter()
+        .map(|v| -v.abs().min(4.0))
+        .collect();
+    let beta: Vec<f32> = ggml_test_values(63, 32)[..n * hv]
+        .iter()
+        .map(|v| v.abs().min(1.0))
+        .collect();
+    let state0 = ggml_test_values(64, hv * d * d);
+    let mut want = vec![0.0f64; n * hv * d];
+    let mut s: Vec<f64> = state0.iter().map(|&v| v as f64).collect();
+    for t in 0..n {
+        let row = &qkv[t * width..(t + 1) * width];
+        for h in 0..hv {
+            let kh = h % hk;
+            let q = &row[kh * d..(kh + 1) * d];
+            let k = &row[(hk + kh) * d..(hk + kh + 1) * d];
+            let v = &row[(2 * hk + h) * d..(2 * hk + h + 1) * d];
+            let st = &mut s[h * d * d..(h + 1) * d * d];
+            let decay = (g[t * hv + h] as f64).exp();
+            st.iter_mut().for_each(|x| *x *= decay);
+            for j in 0..d {
+                let recall: f64 = (0..d).map(|i| st[j * d + i] * k[i] as f64).sum();
+                let delta = (v[j] as f64 - recall) * beta[t * hv + h] as f64;
+                for i in 0..d {
+                    st[j * d + i] += k[i] as f64 * delta;
+                }
+            }
+            for j in 0..d {
+                let read: f64 = (0..d).map(|i| st[j * d + i] * q[i] as f64).sum();
+                want[(t * hv + h) * d + j] = read / (d as f64).sqrt();
+            }
+        }
+    }
+    let run = |be: &mut dyn Backend, split: usize| {
+        let mut state = state0.clone();
+        let mut out = vec![0.0; n * hv * d];
+        for (a, b) in [(0, split), (split, n)] {
+            let args = DeltaNetArgs {
+                qkv: &qkv[a * width..b * width],
+                g: &g[a * hv..b * hv],
+                beta: &beta[a * hv..b * hv],
+                n_head_k: hk,
+                n_head_v: hv,
+                dim: d,
+            };
+            be.gated_delta_net(&args, &mut state, &mut out[a * hv * d..b * hv * d])
+                .unwrap();
+        }
+        out.extend_from_slice(&state);
+        out
+    };
+    each_backend("gated_delta_net", true, hv * d, |be| run(be, 3));
+    let mut be = scalar().create_backend(1).unwrap();
+    let (split, whole) = (run(be.as_mut(), 3), run(be.as_mut(), n));
+    assert_eq!(split, whole, "a run split in two equals the whole run");
+    for (i, (g, w)) in split.iter().zip(&want).enumerate() {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "output {i}: {g} vs {w}"
+        );
+    }
+    for (i, (g, w)) in split[n * hv * d..].iter().zip(&s).enumerate() {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+            "state {i}: {g} vs {w}"
+        );
+    }
+    // Shapes that do not fit are errors.
+    let mut state = state0.clone();
+    let mut out = vec![0.0; n * hv * d];
+    let bad = |hk: usize, hv: usize, rows: usize| DeltaNetArgs {
+        qkv: &qkv[..rows],
+        g: &g,
+        beta: &beta,
+        n_head_k: hk,
+        n_head_v: hv,
+        dim: d,
+    };
+    assert!(be
+        .gated_delta_net(&bad(3, hv, n * width), &mut state, &mut out)
+        .is_err());
+    assert!(be
+        .gated_delta_net(&bad(hk, hv, n * width - 1), &mut state, &mut out)
+        .is_err());
+    assert!(be
+        .gated_delta_net(&bad(hk, hv, n * width), &mut state[1..], &mut out)
         .is_err());
 }
 

@@ -189,6 +189,51 @@ fn lfm2moe_info_names_the_gating() {
     );
 }
 
+/// Qwen3.5: gated DeltaNets (a convolution and a matrix state per value
+/// head, per sequence) in three layers, gated attention over partial RoPE
+/// in the fourth.
+#[test]
+fn qwen35_gated_delta_net_q4_k() {
+    check("qwen35", None, 1);
+}
+
+/// Qwen3.5's sequences in shared batches: each sequence's run of tokens
+/// goes through the recurrence against its own state, and a copied
+/// sequence continues from a copy of it.
+#[test]
+fn qwen35_sequences_in_shared_batches() {
+    check_seqs("qwen35");
+}
+
+/// Qwen3.5-MoE: Qwen3.5's layers with 2 of 8 experts and a shared expert
+/// gated per token by a sigmoid.
+#[test]
+fn qwen35moe_gated_shared_expert_q4_k() {
+    check("qwen35moe", None, 1);
+}
+
+/// `lamina info` describes the DeltaNet layers.
+#[test]
+fn qwen35_info_names_the_delta_net() {
+    let file = Arc::new(GgufFile::from_bytes(family("qwen35").write()).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Model::load(file, device, None).unwrap();
+    let info = model.arch().hyperparameters();
+    let kinds: Vec<&str> = info
+        .iter()
+        .filter(|(k, _)| *k == "layer kind")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "gated DeltaNet, 2 key heads and 4 value heads of 64, convolution of 4 taps (a recurrent state per sequence): layers [0, 1, 2]",
+            "rope Neox over 16 dims, base 10000000, scale 1; full attention: layers [3]",
+        ],
+        "{info:?}"
+    );
+}
+
 /// Granite MoE: Granite's multipliers, 2 of 4 experts and a shared one.
 #[test]
 fn granitemoe_shared_expert_q8_0() {

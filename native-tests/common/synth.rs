@@ -52,8 +52,36 @@ pub struct Synth {
     pub experts: Option<Experts>,
     /// LFM2's short convolutions in place of attention in some layers.
     pub short_conv: Option<ShortConv>,
+    /// Qwen3.5's gated DeltaNets in place of attention in some layers.
+    pub delta_net: Option<DeltaNet>,
     /// The final norm's tensor name.
     pub output_norm: &'static str,
+    /// The feed-forward norm's tensor name.
+    pub ffn_norm: &'static str,
+    /// Rotated dimensions (0: the whole head).
+    pub rope_dim: u32,
+    /// `rope.dimension_sections` (multi-section RoPE), where given.
+    pub rope_sections: Option<[i32; 4]>,
+    /// `tokenizer.ggml.pre` in place of the vocab file's.
+    pub pre: Option<&'static str>,
+}
+
+/// Gated DeltaNets of `n_head_v` value heads over `n_head_k` key heads of
+/// `dim`, a convolution of `taps`, in every layer but each `interval`-th
+/// (which attends, its Q product also giving the output's gates).
+#[derive(Clone, Copy)]
+pub struct DeltaNet {
+    pub taps: u32,
+    pub n_head_k: u32,
+    pub n_head_v: u32,
+    pub dim: u32,
+    pub interval: u32,
+}
+
+impl DeltaNet {
+    fn recurrent(&self, layer: u32) -> bool {
+        (layer + 1) % self.interval != 0
+    }
 }
 
 /// Short-convolution layers (`layers`, with no KV heads) of `taps` taps.
@@ -77,6 +105,9 @@ pub struct Experts {
     /// keep a dense feed-forward.
     pub sigmoid_bias: bool,
     pub dense_lead: u32,
+    /// Qwen3.5-MoE's per-token gate of the shared expert
+    /// (`ffn_gate_inp_shexp`).
+    pub shared_gate: bool,
 }
 
 const BASE: Synth = Synth {
@@ -104,7 +135,12 @@ const BASE: Synth = Synth {
     bool_keys: &[],
     experts: None,
     short_conv: None,
+    delta_net: None,
     output_norm: "output_norm",
+    ffn_norm: "ffn_norm",
+    rope_dim: 0,
+    rope_sections: None,
+    pre: None,
 };
 
 /// Phi-3: fused products, LongRoPE factors (a context of up to 4096
@@ -150,6 +186,32 @@ const GEMMA3: Synth = Synth {
         ("attention.sliding_window", 8),
         ("attention.sliding_window_pattern", 3),
     ],
+    ..BASE
+};
+
+/// Qwen3.5: gated DeltaNets (4 value heads over 2 key heads of 64) in
+/// layers 0 to 2, gated attention with Q/K norms over a quarter of each
+/// head's dimensions in layer 3; Qwen2's vocabulary with Qwen3.5's
+/// pre-tokenizer.
+const QWEN35: Synth = Synth {
+    name: "qwen35",
+    arch: "qwen35",
+    vocab: "ggml-vocab-qwen2.gguf",
+    weights: GgmlType::Q4_K,
+    n_layer: 4,
+    qk_norm: true,
+    keys: &[("rope.freq_base", 10000000.0)],
+    delta_net: Some(DeltaNet {
+        taps: 4,
+        n_head_k: 2,
+        n_head_v: 4,
+        dim: 64,
+        interval: 4,
+    }),
+    ffn_norm: "post_attention_norm",
+    rope_dim: 16,
+    rope_sections: Some([3, 3, 2, 0]),
+    pre: Some("qwen35"),
     ..BASE
 };
 
@@ -291,8 +353,26 @@ pub const FAMILIES: &[Synth] = &[
             shared_ff: 0,
             sigmoid_bias: true,
             dense_lead: 1,
+            shared_gate: false,
         }),
         ..BASE
+    },
+    QWEN35,
+    // Qwen3.5-MoE: Qwen3.5's layers with 2 of 8 experts and a shared expert
+    // gated per token.
+    Synth {
+        name: "qwen35moe",
+        arch: "qwen35moe",
+        experts: Some(Experts {
+            n_expert: 8,
+            n_used: 2,
+            n_ff: 256,
+            shared_ff: 256,
+            sigmoid_bias: false,
+            dense_lead: 0,
+            shared_gate: true,
+        }),
+        ..QWEN35
     },
     // Qwen3-MoE: 2 of 8 experts per token; a router spread wider than the
     // other matrices, so no two experts' scores sit close enough for
@@ -311,6 +391,7 @@ pub const FAMILIES: &[Synth] = &[
             shared_ff: 0,
             sigmoid_bias: false,
             dense_lead: 0,
+            shared_gate: false,
         }),
         ..BASE
     },
@@ -328,6 +409,7 @@ pub const FAMILIES: &[Synth] = &[
             shared_ff: 512,
             sigmoid_bias: false,
             dense_lead: 0,
+            shared_gate: false,
         }),
         // Milder multipliers than `granite`'s, so the experts' weights
         // move the logits by more than the tolerance.
@@ -391,6 +473,7 @@ pub const BENCH: &[Synth] = &[
             shared_ff: 0,
             sigmoid_bias: false,
             dense_lead: 0,
+            shared_gate: false,
         }),
         ..GRANITE
     },
@@ -415,6 +498,29 @@ pub const BENCH: &[Synth] = &[
         }),
         output_norm: "token_embd_norm",
         ..BASE
+    },
+    // Qwen3.5-0.8B: 24 layers, gated DeltaNet (16 heads of 128) in three of
+    // every four, gated attention (8 heads of 256 over 2 KV heads, RoPE on
+    // a quarter of each head) in the fourth (Qwen2's vocabulary stands in
+    // for Qwen3.5's larger one).
+    Synth {
+        name: "qwen35-0.8b",
+        n_layer: 24,
+        n_embd: 1024,
+        n_head: 8,
+        n_head_kv: 2,
+        head_dim: 256,
+        n_ff: 3584,
+        delta_net: Some(DeltaNet {
+            taps: 4,
+            n_head_k: 16,
+            n_head_v: 16,
+            dim: 128,
+            interval: 4,
+        }),
+        rope_dim: 64,
+        rope_sections: Some([11, 11, 10, 0]),
+        ..QWEN35
     },
 ];
 
@@ -478,11 +584,34 @@ impl Synth {
             (key("attention.head_count_kv"), self.kv_heads()),
             (key("attention.key_length"), Value::U32(self.head_dim)),
             (key("attention.value_length"), Value::U32(self.head_dim)),
-            (key("rope.dimension_count"), Value::U32(self.head_dim)),
+            (
+                key("rope.dimension_count"),
+                Value::U32(if self.rope_dim > 0 {
+                    self.rope_dim
+                } else {
+                    self.head_dim
+                }),
+            ),
             (key("attention.layer_norm_rms_epsilon"), Value::F32(1e-6)),
         ];
         if let Some(c) = self.short_conv {
             meta.push((key("shortconv.l_cache"), Value::U32(c.taps)));
+        }
+        if let Some(dn) = self.delta_net {
+            meta.extend([
+                (key("ssm.conv_kernel"), Value::U32(dn.taps)),
+                (key("ssm.state_size"), Value::U32(dn.dim)),
+                (key("ssm.group_count"), Value::U32(dn.n_head_k)),
+                (key("ssm.time_step_rank"), Value::U32(dn.n_head_v)),
+                (key("ssm.inner_size"), Value::U32(dn.n_head_v * dn.dim)),
+                (key("full_attention_interval"), Value::U32(dn.interval)),
+            ]);
+        }
+        if let Some(sections) = self.rope_sections {
+            meta.push((
+                key("rope.dimension_sections"),
+                Value::Array(lamina::gguf::Array::I32(sections.to_vec())),
+            ));
         }
         if let Some(e) = self.experts {
             meta.extend([
@@ -509,7 +638,9 @@ impl Synth {
                 .map(|(k, v)| (key(k), Value::Bool(*v))),
         );
         for (k, v) in vocab.metadata().iter() {
-            if k.starts_with("tokenizer.") {
+            if k == "tokenizer.ggml.pre" && self.pre.is_some() {
+                meta.push((k.to_string(), Value::String(self.pre.unwrap_or("").into())));
+            } else if k.starts_with("tokenizer.") {
                 meta.push((k.to_string(), v.clone()));
             }
         }
@@ -540,7 +671,33 @@ impl Synth {
         for i in 0..self.n_layer {
             let n = |n: &str| format!("blk.{i}.{n}.weight");
             let conv = self.short_conv.filter(|c| c.layers.contains(&i));
-            if let Some(c) = conv {
+            let delta_net = self.delta_net.filter(|dn| dn.recurrent(i));
+            let gated_q = self.delta_net.is_some();
+            if let Some(dn) = delta_net {
+                let (kd, vd, hv) = (
+                    (dn.n_head_k * dn.dim) as u64,
+                    (dn.n_head_v * dn.dim) as u64,
+                    dn.n_head_v as u64,
+                );
+                t.matrix(&n("attn_qkv"), wt, 2 * kd + vd, d, scale(d));
+                t.matrix(&n("attn_gate"), wt, vd, d, scale(d));
+                t.matrix(
+                    &n("ssm_conv1d"),
+                    GgmlType::F32,
+                    2 * kd + vd,
+                    dn.taps as u64,
+                    0.5,
+                );
+                t.matrix(&n("ssm_alpha"), wt, hv, d, scale(d));
+                t.matrix(&n("ssm_beta"), wt, hv, d, scale(d));
+                let dt: Vec<f32> = (0..hv).map(|_| uniform(&mut t.rng, 1.0)).collect();
+                t.vector(&format!("blk.{i}.ssm_dt.bias"), &dt);
+                // -exp(A_log), as the converter stores it.
+                let a: Vec<f32> = (0..hv).map(|_| -uniform(&mut t.rng, 1.0).exp()).collect();
+                t.vector(&format!("blk.{i}.ssm_a"), &a);
+                t.matrix(&n("ssm_out"), wt, d, vd, scale(vd));
+                norms.push((n("ssm_norm"), dn.dim as u64));
+            } else if let Some(c) = conv {
                 let taps = c.taps as u64;
                 t.matrix(&n("shortconv.conv"), GgmlType::F32, d, taps, 1.0);
                 t.matrix(&n("shortconv.in_proj"), wt, 3 * d, d, scale(d));
@@ -548,11 +705,12 @@ impl Synth {
             } else if self.fused {
                 t.matrix(&n("attn_qkv"), wt, qw + 2 * kvw, d, scale(d));
             } else {
-                t.matrix(&n("attn_q"), wt, qw, d, scale(d));
+                let q_rows = if gated_q { 2 * qw } else { qw };
+                t.matrix(&n("attn_q"), wt, q_rows, d, scale(d));
                 t.matrix(&n("attn_k"), wt, kvw, d, scale(d));
                 t.matrix(&n("attn_v"), wt, kvw, d, scale(d));
             }
-            if conv.is_none() {
+            if conv.is_none() && delta_net.is_none() {
                 t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
             }
             let experts = self.experts.filter(|e| i >= e.dense_lead);
@@ -571,6 +729,12 @@ impl Synth {
                     t.matrix(&n("ffn_gate_shexp"), wt, sff, d, scale(d));
                     t.matrix(&n("ffn_up_shexp"), wt, sff, d, scale(d));
                     t.matrix(&n("ffn_down_shexp"), wt, d, sff, scale(sff));
+                    if e.shared_gate {
+                        t.matrix(&n("ffn_gate_inp_shexp"), GgmlType::F32, 1, d, scale(d));
+                        // A 1-D tensor in the file, as the converter writes it.
+                        let last = t.list.last_mut().expect("just written");
+                        last.2 = vec![d];
+                    }
                 }
             } else if self.fused {
                 t.matrix(&n("ffn_up"), wt, 2 * ff, d, scale(d));
@@ -582,8 +746,8 @@ impl Synth {
                 t.matrix(&n("ffn_down"), wt, d, ff, scale(ff));
             }
             norms.push((n("attn_norm"), d));
-            norms.push((n("ffn_norm"), d));
-            if self.qk_norm && conv.is_none() {
+            norms.push((n(self.ffn_norm), d));
+            if self.qk_norm && conv.is_none() && delta_net.is_none() {
                 norms.push((n("attn_q_norm"), self.head_dim as u64));
                 norms.push((n("attn_k_norm"), self.head_dim as u64));
             }

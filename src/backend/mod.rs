@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 pub use cache::CacheBuffer;
 pub use matrix::{Matrix, WeightSource};
-pub use ops::{AttentionArgs, CacheRows, CacheRowsMut, CacheType, Rope, RopeKind};
+pub use ops::{AttentionArgs, CacheRows, CacheRowsMut, CacheType, DeltaNetArgs, Rope, RopeKind};
 
 use crate::error::Result;
 use crate::tensor::DType;
@@ -179,17 +179,30 @@ pub trait Backend: Send {
     fn sigmoid(&mut self, x: &mut [f32]) -> Result<()>;
     /// Softmax of each row of `x` (rows of `width`) in place.
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()>;
-    /// One token of a gated short convolution (LFM2's): `bcx` holds the
-    /// token's B, C and X (`n` values each), `kernel` `n` rows of `len` taps
-    /// (oldest first), `state` the sequence's last `len - 1` values of B·X
-    /// (`n` each, oldest first). `out` = C · conv(state, B·X) per channel;
-    /// the state then moves on by the token.
-    fn short_conv(
+    /// One token of a causal depthwise convolution (LFM2's and Qwen3.5's
+    /// short ones): `kernel` holds `n` rows of `len` taps (oldest first),
+    /// `state` the sequence's last `len - 1` inputs (`n` each, oldest
+    /// first); `out` = the convolution of the state and `x` per channel,
+    /// and the state then moves on by `x`.
+    fn causal_conv(
         &mut self,
         kernel: &[f32],
         len: usize,
         state: &mut [f32],
-        bcx: &[f32],
+        x: &[f32],
+        out: &mut [f32],
+    ) -> Result<()>;
+    /// `x *= y`, element by element.
+    fn mul(&mut self, x: &mut [f32], y: &[f32]) -> Result<()>;
+    /// silu(x) = x / (1 + exp(-x)) in place, as `silu_mul` evaluates it.
+    fn silu(&mut self, x: &mut [f32]) -> Result<()>;
+    /// Gated DeltaNet over a run of one sequence's tokens (`DeltaNetArgs`),
+    /// advancing `state` (`n_head_v` matrices of `dim x dim`); `out` takes
+    /// `n_head_v x dim` values per token.
+    fn gated_delta_net(
+        &mut self,
+        args: &DeltaNetArgs,
+        state: &mut [f32],
         out: &mut [f32],
     ) -> Result<()>;
     /// Stores `src` (one row) as row `row` of a cache (converted to its type).

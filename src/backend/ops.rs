@@ -179,3 +179,60 @@ impl AttentionArgs<'_> {
         Ok(())
     }
 }
+
+/// One run of gated DeltaNet (Qwen3.5's linear attention) over `n` tokens
+/// of one sequence. Row `t` of `qkv` holds token `t`'s queries, then its
+/// keys (`n_head_k` heads of `dim` each, both already L2-normalised), then
+/// its values (`n_head_v` heads of `dim`); value head `h` reads query and
+/// key head `h % n_head_k`, as the reference tiles them. `g` (the log of
+/// each head's decay, at most 0) and `beta` (each head's write strength)
+/// have one value per token and value head.
+///
+/// Per head the state is a `dim x dim` matrix S, stored by output column:
+/// `state[h][j * dim + i]` = S[i][j]. Each token decays S by exp(g), writes
+/// the value's difference from what S recalls for the key, scaled by beta,
+/// along the key, and reads the output as S's recall for the query over
+/// sqrt(dim). Outputs are rows of `n_head_v x dim` per token.
+pub struct DeltaNetArgs<'a> {
+    pub qkv: &'a [f32],
+    pub g: &'a [f32],
+    pub beta: &'a [f32],
+    pub n_head_k: usize,
+    pub n_head_v: usize,
+    pub dim: usize,
+}
+
+impl DeltaNetArgs<'_> {
+    /// Values per token of `qkv`.
+    pub fn row_width(&self) -> usize {
+        (2 * self.n_head_k + self.n_head_v) * self.dim
+    }
+
+    /// The number of tokens, after checking every length against the
+    /// shape (an error names the mismatch).
+    pub fn check(&self, state_len: usize, out_len: usize) -> Result<usize> {
+        let bad = |what: String| Err(Error::InvalidArgument(format!("gated_delta_net: {what}")));
+        let (hk, hv, d) = (self.n_head_k, self.n_head_v, self.dim);
+        if hk == 0 || d == 0 || hv % hk != 0 {
+            return bad(format!("{hv} value heads over {hk} key heads of {d}"));
+        }
+        let width = self.row_width();
+        if self.qkv.len() % width != 0 {
+            return bad(format!("{} inputs are not rows of {width}", self.qkv.len()));
+        }
+        let n = self.qkv.len() / width;
+        if self.g.len() != n * hv || self.beta.len() != n * hv {
+            return bad(format!(
+                "{} decays and {} strengths for {n} tokens of {hv} heads",
+                self.g.len(),
+                self.beta.len()
+            ));
+        }
+        if Some(state_len) != hv.checked_mul(d * d) || out_len != n * hv * d {
+            return bad(format!(
+                "a state of {state_len} and {out_len} outputs for {n} tokens of {hv} heads of {d}"
+            ));
+        }
+        Ok(n)
+    }
+}

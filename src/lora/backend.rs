@@ -6,7 +6,7 @@
 //! needs no change to support adapters.
 
 use super::ActiveLora;
-use crate::backend::{AttentionArgs, Backend, CacheRows, CacheRowsMut, Matrix, Rope};
+use crate::backend::{AttentionArgs, Backend, CacheRows, CacheRowsMut, DeltaNetArgs, Matrix, Rope};
 use crate::error::Result;
 
 pub(crate) struct LoraBackend<'a> {
@@ -125,15 +125,29 @@ impl Backend for LoraBackend<'_> {
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()> {
         self.inner.soft_max(x, width)
     }
-    fn short_conv(
+    fn causal_conv(
         &mut self,
         kernel: &[f32],
         len: usize,
         state: &mut [f32],
-        bcx: &[f32],
+        x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
-        self.inner.short_conv(kernel, len, state, bcx, out)
+        self.inner.causal_conv(kernel, len, state, x, out)
+    }
+    fn mul(&mut self, x: &mut [f32], y: &[f32]) -> Result<()> {
+        self.inner.mul(x, y)
+    }
+    fn silu(&mut self, x: &mut [f32]) -> Result<()> {
+        self.inner.silu(x)
+    }
+    fn gated_delta_net(
+        &mut self,
+        args: &DeltaNetArgs,
+        state: &mut [f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        self.inner.gated_delta_net(args, state, out)
     }
     fn set_row(&mut self, src: &[f32], dst: CacheRowsMut, row: usize) -> Result<()> {
         self.inner.set_row(src, dst, row)

@@ -16,6 +16,7 @@ pub mod llama;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen35;
 mod qwen3moe;
 mod smollm3;
 pub(crate) mod weights;
@@ -181,6 +182,8 @@ const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("qwen2", qwen2::load),
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),
+    ("qwen35", qwen35::load),
+    ("qwen35moe", qwen35::load_moe),
     ("lfm2", lfm2::load),
     ("lfm2moe", lfm2::load_moe),
     ("gemma3", gemma3::load),

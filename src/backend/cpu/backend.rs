@@ -10,7 +10,7 @@ use super::kernels::Kernels;
 use super::matmul;
 use super::rows;
 use crate::backend::matrix::Matrix;
-use crate::backend::ops::{AttentionArgs, CacheRows, CacheRowsMut, Rope};
+use crate::backend::ops::{AttentionArgs, CacheRows, CacheRowsMut, DeltaNetArgs, Rope};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
@@ -22,7 +22,13 @@ pub struct CpuBackend {
     attn: Vec<AttnPiece>,
     /// Cached positions attention is sized for (`reserve`).
     max_cells: usize,
+    /// Gated DeltaNet's per-head outputs and deltas (grown on first use).
+    delta_net: Vec<f32>,
 }
+
+/// Ones to multiply by: `silu` is `silu_mul` against them, so it takes the
+/// same kernels (and bits).
+const ONES: [f32; 256] = [1.0; 256];
 
 /// Rows below which a row-wise op runs on the calling thread: a generated
 /// token's one row is not worth waking a worker for; a prompt's are.
@@ -94,6 +100,7 @@ impl CpuBackend {
             products: matmul::Scratch::default(),
             attn: Vec::new(),
             max_cells: 0,
+            delta_net: Vec::new(),
         })
     }
 
@@ -274,28 +281,96 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn short_conv(
+    fn causal_conv(
         &mut self,
         kernel: &[f32],
         len: usize,
         state: &mut [f32],
-        bcx: &[f32],
+        x: &[f32],
         out: &mut [f32],
     ) -> Result<()> {
         let n = out.len();
         if len < 2
             || Some(kernel.len()) != n.checked_mul(len)
             || Some(state.len()) != n.checked_mul(len - 1)
-            || Some(bcx.len()) != n.checked_mul(3)
+            || x.len() != n
         {
             return Err(Error::InvalidArgument(format!(
-                "short_conv: {} taps, a state of {}, {} inputs for {n} channels of a {len}-tap kernel",
+                "causal_conv: {} taps, a state of {}, {} inputs for {n} channels of a {len}-tap kernel",
                 kernel.len(),
                 state.len(),
-                bcx.len()
+                x.len()
             )));
         }
-        rows::short_conv(kernel, len, state, bcx, out);
+        rows::causal_conv(kernel, len, state, x, out);
+        Ok(())
+    }
+
+    fn mul(&mut self, x: &mut [f32], y: &[f32]) -> Result<()> {
+        same_len("mul", x.len(), y.len())?;
+        for (a, &b) in x.iter_mut().zip(y) {
+            *a *= b;
+        }
+        Ok(())
+    }
+
+    fn silu(&mut self, x: &mut [f32]) -> Result<()> {
+        let k = &self.kernels;
+        self.in_pieces(x, |_, piece| {
+            for part in piece.chunks_mut(ONES.len()) {
+                (k.silu_mul)(part, &ONES[..part.len()]);
+            }
+        });
+        Ok(())
+    }
+
+    fn gated_delta_net(
+        &mut self,
+        args: &DeltaNetArgs,
+        state: &mut [f32],
+        out: &mut [f32],
+    ) -> Result<()> {
+        let n = args.check(state.len(), out.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (hk, hv, d) = (args.n_head_k, args.n_head_v, args.dim);
+        let (width, kd) = (args.row_width(), hk * d);
+        let need = n * hv * d + hv * d;
+        if self.delta_net.len() < need {
+            self.delta_net.resize(need, 0.0);
+        }
+        let (head_out, deltas) = self.delta_net[..need].split_at_mut(n * hv * d);
+        // The heads are independent: one job each, over the workers.
+        let mut jobs: Vec<_> = state
+            .chunks_exact_mut(d * d)
+            .zip(head_out.chunks_exact_mut(n * d))
+            .zip(deltas.chunks_exact_mut(d))
+            .collect();
+        let (qkv, g, beta) = (args.qkv, args.g, args.beta);
+        self.workers.for_each_mut(&mut jobs, |h, ((st, o), dl)| {
+            let kh = h % hk;
+            rows::delta_net_head(
+                &qkv[kh * d..],
+                &qkv[kd + kh * d..],
+                &qkv[2 * kd + h * d..],
+                width,
+                &g[h..],
+                &beta[h..],
+                hv,
+                st,
+                dl,
+                o,
+                d,
+                n,
+            );
+        });
+        // Head-major to token-major.
+        for (h, head) in head_out.chunks_exact(n * d).enumerate() {
+            for (t, row) in head.chunks_exact(d).enumerate() {
+                out[(t * hv + h) * d..(t * hv + h + 1) * d].copy_from_slice(row);
+            }
+        }
         Ok(())
     }
 

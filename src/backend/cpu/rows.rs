@@ -312,29 +312,95 @@ pub fn soft_max(x: &mut [f32]) {
     }
 }
 
-/// One token of a gated short convolution (shapes checked by the caller):
-/// per channel `c`, B·X joins the window after the state's `len - 1`
-/// values, the window times the channel's taps is summed oldest first in
-/// f32 (as ggml's `ssm_conv`), times C; the window's newest `len - 1`
+/// One token of a causal depthwise convolution (shapes checked by the
+/// caller): per channel `c`, `x` joins the window after the state's
+/// `len - 1` values, the window times the channel's taps is summed oldest
+/// first in f32 (as ggml's `ssm_conv`); the window's newest `len - 1`
 /// values become the state.
-pub fn short_conv(kernel: &[f32], len: usize, state: &mut [f32], bcx: &[f32], out: &mut [f32]) {
+pub fn causal_conv(kernel: &[f32], len: usize, state: &mut [f32], x: &[f32], out: &mut [f32]) {
     let n = out.len();
-    let (b, rest) = bcx.split_at(n);
-    let (c, x) = rest.split_at(n);
     let keep = len - 1;
     for ch in 0..n {
         let taps = &kernel[ch * len..(ch + 1) * len];
-        let bx = b[ch] * x[ch];
         let mut sum = 0.0f32;
         for (k, &w) in taps[..keep].iter().enumerate() {
             sum += state[k * n + ch] * w;
         }
-        sum += bx * taps[keep];
-        out[ch] = c[ch] * sum;
+        sum += x[ch] * taps[keep];
+        out[ch] = sum;
         for k in 1..keep {
             state[(k - 1) * n + ch] = state[k * n + ch];
         }
-        state[(keep - 1) * n + ch] = bx;
+        state[(keep - 1) * n + ch] = x[ch];
+    }
+}
+
+/// `a · b` with eight running sums (lane `i % 8` takes term `i`), added
+/// pairwise at the end: a fixed order, which the compiler can keep in
+/// vector lanes.
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut ac = a.chunks_exact(8);
+    let mut bc = b.chunks_exact(8);
+    for (x, y) in (&mut ac).zip(&mut bc) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    for (l, (x, y)) in ac.remainder().iter().zip(bc.remainder()).enumerate() {
+        acc[l] += x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// Gated DeltaNet for one value head over `n` tokens (`DeltaNetArgs`'s
+/// recurrence; shapes checked by the caller): `q`, `k` and `v` give each
+/// token's head vector at `stride` from the last, `g` and `beta` each
+/// token's decay and strength at `hstride`; `state` is the head's `dim x
+/// dim` matrix by output column, `delta` scratch of `dim`, and `out` takes
+/// `dim` values per token at `stride_out`. The order is the reference's
+/// fused op's: decay, delta against the decayed state, the rank-one write,
+/// then the read.
+#[allow(clippy::too_many_arguments)]
+pub fn delta_net_head(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    stride: usize,
+    g: &[f32],
+    beta: &[f32],
+    hstride: usize,
+    state: &mut [f32],
+    delta: &mut [f32],
+    out: &mut [f32],
+    stride_out: usize,
+    n: usize,
+) {
+    let dim = delta.len();
+    let scale = 1.0 / (dim as f32).sqrt();
+    for t in 0..n {
+        let (qt, kt, vt) = (
+            &q[t * stride..t * stride + dim],
+            &k[t * stride..t * stride + dim],
+            &v[t * stride..t * stride + dim],
+        );
+        let decay = g[t * hstride].exp();
+        let b = beta[t * hstride];
+        for s in state.iter_mut() {
+            *s *= decay;
+        }
+        for (j, dj) in delta.iter_mut().enumerate() {
+            *dj = (vt[j] - dot8(&state[j * dim..(j + 1) * dim], kt)) * b;
+        }
+        for (row, &dj) in state.chunks_exact_mut(dim).zip(delta.iter()) {
+            for (s, &ki) in row.iter_mut().zip(kt) {
+                *s += ki * dj;
+            }
+        }
+        let o = &mut out[t * stride_out..t * stride_out + dim];
+        for (j, oj) in o.iter_mut().enumerate() {
+            *oj = dot8(&state[j * dim..(j + 1) * dim], qt) * scale;
+        }
     }
 }
 

@@ -21,7 +21,7 @@ impl<'a> Keys<'a> {
         }
     }
 
-    fn name(&self, key: &str) -> String {
+    pub fn name(&self, key: &str) -> String {
         format!("{}.{key}", self.arch)
     }
 

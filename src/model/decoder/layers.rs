@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
+use super::delta_net::DeltaNet;
 use super::moe::Experts;
-use super::short_conv::{self, ShortConv};
+use super::short_conv::ShortConv;
 use super::{Decoder, LayerSpec, Mixer, Parts, Recipe, Shape};
 use crate::backend::{Device, Matrix, Op};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
+use crate::kv::RecurrentLayout;
 use crate::model::weights::{matrix, shaped, table, tensor, vector, LoadSteps, Progress, Tensor};
 use crate::model::Architecture;
 
@@ -41,6 +43,10 @@ pub(super) struct Attention {
     pub(super) bias: Option<[Vec<f32>; 3]>,
     pub(super) qk_norm: Option<[Vec<f32>; 2]>,
     pub(super) wo: Matrix,
+    /// Q's product also gives a gate per query value (each head's queries,
+    /// then its gates), which gates the attention's output through a
+    /// sigmoid (Qwen3.5).
+    pub(super) gated: bool,
     /// This layer's number among the attention layers: its KV cache layer.
     pub(super) kv_layer: usize,
 }
@@ -52,6 +58,7 @@ pub(super) struct Attention {
 pub(super) enum Mixing {
     Attention(Attention),
     ShortConv(ShortConv),
+    DeltaNet(DeltaNet),
 }
 
 pub(super) struct Layer {
@@ -76,6 +83,7 @@ impl Layer {
                 m
             }
             Mixing::ShortConv(c) => c.matrices().to_vec(),
+            Mixing::DeltaNet(dn) => dn.matrices().to_vec(),
         };
         match &self.ffn {
             Ffn::Dense { gate_up, down } => {
@@ -97,6 +105,7 @@ impl Layer {
             Mixing::Attention(Attention {
                 qkv: Qkv::Fused(_), ..
             }) => sh.q_width() + 2 * sh.kv_width(),
+            Mixing::Attention(Attention { gated: true, .. }) => 2 * sh.q_width(),
             _ => 0,
         };
         let gate_up = match self.ffn {
@@ -168,10 +177,11 @@ pub(crate) fn load(
                     Some(t) if parts.fused => Some(t),
                     _ => None,
                 };
+                let q_rows = if parts.gated_q { 2 * qw } else { qw };
                 let qkv = match fused_qkv {
                     Some(t) => Qkv::Fused(matrix(device, file, &shaped(t, qw + 2 * kvw, d)?)?),
                     None => Qkv::Separate([
-                        bind(&w("attn_q"), qw, d)?,
+                        bind(&w("attn_q"), q_rows, d)?,
                         bind(&w("attn_k"), kvw, d)?,
                         bind(&w("attn_v"), kvw, d)?,
                     ]),
@@ -182,6 +192,7 @@ pub(crate) fn load(
                     bias,
                     qk_norm,
                     wo: bind(&w("attn_output"), d, qw)?,
+                    gated: parts.gated_q,
                     kv_layer: n_attention - 1,
                 })
             }
@@ -193,6 +204,15 @@ pub(crate) fn load(
                 })?;
                 n_recurrent += 1;
                 Mixing::ShortConv(ShortConv::load(device, file, i, d, len, n_recurrent - 1)?)
+            }
+            Mixer::DeltaNet => {
+                let dn = parts.delta_net.ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "layer {i} is a gated DeltaNet, which {name} does not have"
+                    ))
+                })?;
+                n_recurrent += 1;
+                Mixing::DeltaNet(DeltaNet::load(device, file, i, d, dn, n_recurrent - 1)?)
             }
         };
         let (post_attn_norm, post_ffn_norm) = if parts.post_norms {
@@ -227,7 +247,7 @@ pub(crate) fn load(
             attn_norm: vec_of(&w("attn_norm"), d)?,
             mixing,
             post_attn_norm,
-            ffn_norm: vec_of(&w("ffn_norm"), d)?,
+            ffn_norm: vec_of(&w(parts.ffn_norm.unwrap_or("ffn_norm")), d)?,
             ffn,
             post_ffn_norm,
         };
@@ -283,13 +303,33 @@ pub(crate) fn load(
             .filter(|(_, l)| matches!(l.mixing, Mixing::Attention(_)))
             .map(|(i, _)| i)
             .collect(),
-        recurrent: match parts.short_conv {
-            Some(len) if n_recurrent > 0 => Some(short_conv::layout(n_recurrent, len, d)),
-            _ => None,
-        },
+        recurrent: recurrent_layout(&layers)?,
         layers,
         long_ropes,
     }))
+}
+
+/// What the recurrent layers keep per sequence (`None`: there are none);
+/// they must all keep the same number of values.
+fn recurrent_layout(layers: &[Layer]) -> Result<Option<RecurrentLayout>> {
+    let widths: Vec<usize> = layers
+        .iter()
+        .filter_map(|l| match &l.mixing {
+            Mixing::Attention(_) => None,
+            Mixing::ShortConv(c) => Some(c.state_width()),
+            Mixing::DeltaNet(dn) => Some(dn.spec().state_width()),
+        })
+        .collect();
+    match widths.first() {
+        None => Ok(None),
+        Some(&width) if widths.iter().all(|&w| w == width) => Ok(Some(RecurrentLayout {
+            n_layer: widths.len(),
+            width,
+        })),
+        Some(_) => Err(Error::InvalidArgument(format!(
+            "recurrent layers keeping {widths:?} values per sequence: they must keep the same"
+        ))),
+    }
 }
 
 /// The tensor `name` if the file has it.

@@ -6,8 +6,9 @@
 //! separate or fused), each optionally post-normed and scaled before its
 //! residual; a final norm and the output projection. The feed-forward may
 //! be a mixture of experts instead (`moe.rs`: Qwen3-MoE, Granite MoE), and
-//! attention a recurrent block in some layers (`short_conv.rs`: LFM2), whose
-//! per-sequence states the context's memory keeps beside the KV cells.
+//! attention a recurrent block in some layers (`short_conv.rs`: LFM2;
+//! `delta_net.rs`: Qwen3.5), whose per-sequence states the context's memory
+//! keeps beside the KV cells.
 //!
 //! An architecture file reads its own metadata keys and tensor names and
 //! says which of these parts it has (`Recipe`, per-layer `LayerSpec`); the
@@ -17,6 +18,7 @@
 //! `hparams.rs` reads the keys and the rotation, `layers.rs` binds the
 //! weights; this file holds what a family says and the forward pass.
 
+mod delta_net;
 mod hparams;
 mod layers;
 mod moe;
@@ -24,6 +26,7 @@ mod short_conv;
 
 use std::any::Any;
 
+pub(crate) use delta_net::DeltaNetSpec;
 pub(crate) use hparams::{common, factors, uniform, Keys, Shape};
 pub(crate) use layers::load;
 pub(crate) use moe::{Gating, MoeSpec};
@@ -119,6 +122,9 @@ pub enum Mixer {
     /// LFM2's gated short convolution (`Parts::short_conv` taps), with a
     /// recurrent state per sequence; the layer's RoPE and window are unused.
     ShortConv,
+    /// Qwen3.5's gated DeltaNet (`Parts::delta_net`), with a recurrent state
+    /// per sequence; the layer's RoPE and window are unused.
+    DeltaNet,
 }
 
 /// What differs from layer to layer.
@@ -152,6 +158,12 @@ pub struct Parts {
     pub dense_lead: usize,
     /// The taps of the short convolutions of `Mixer::ShortConv` layers.
     pub short_conv: Option<usize>,
+    /// The sizes of the gated DeltaNets of `Mixer::DeltaNet` layers.
+    pub delta_net: Option<DeltaNetSpec>,
+    /// Q's product also gives the gates of the attention's output (Qwen3.5).
+    pub gated_q: bool,
+    /// The feed-forward's norm, where it is not `ffn_norm`.
+    pub ffn_norm: Option<&'static str>,
     /// The final norm's tensor, where it is not `output_norm.weight`.
     pub output_norm: Option<&'static str>,
 }
@@ -200,9 +212,18 @@ struct State {
     /// A short convolution's B, C, X and gated output (empty without one).
     bcx: Vec<f32>,
     conv_y: Vec<f32>,
+    /// The gated DeltaNets' scratch (models with them).
+    delta_net: Option<delta_net::Scratch>,
+    /// The attention's output gates (models that gate it).
+    q_gate: Vec<f32>,
 }
 
 impl Decoder {
+    /// Whether some layer mixes its tokens as `f` says.
+    fn has(&self, f: impl Fn(&Mixing) -> bool) -> bool {
+        self.layers.iter().any(|l| f(&l.mixing))
+    }
+
     /// Layer `l`'s rotation (`None`: the layer does not rotate), with
     /// LongRoPE's long factors when the context takes them.
     fn rope(&self, l: usize, long: bool) -> Option<&Rope> {
@@ -275,16 +296,30 @@ impl Architecture for Decoder {
                 Some(spec) => Some(moe::Scratch::new(&spec, max_tokens, s.n_embd)?),
                 None => None,
             },
-            bcx: buf(if self.recurrent.is_some() {
+            bcx: buf(if self.has(|m| matches!(m, Mixing::ShortConv(_))) {
                 3 * s.n_embd
             } else {
                 0
             })?,
-            conv_y: buf(if self.recurrent.is_some() {
+            conv_y: buf(if self.has(|m| matches!(m, Mixing::ShortConv(_))) {
                 s.n_embd
             } else {
                 0
             })?,
+            delta_net: match self.layers.iter().find_map(|l| match &l.mixing {
+                Mixing::DeltaNet(dn) => Some(*dn.spec()),
+                _ => None,
+            }) {
+                Some(spec) => Some(delta_net::Scratch::new(&spec, max_tokens)?),
+                None => None,
+            },
+            q_gate: buf(
+                if self.has(|m| matches!(m, Mixing::Attention(a) if a.gated)) {
+                    s.q_width()
+                } else {
+                    0
+                },
+            )?,
         }))
     }
 
@@ -329,6 +364,23 @@ impl Architecture for Decoder {
             match &layer.mixing {
                 Mixing::Attention(a) => {
                     match &a.qkv {
+                        Qkv::Separate([wq, wk, wv]) if a.gated => {
+                            // Each head's queries, then its gates.
+                            let all = &mut fused[..n * 2 * qw];
+                            be.mul_mat(wq, xn, n, all)?;
+                            let hd = sh.head_dim;
+                            let gates = &mut s.q_gate[..n * qw];
+                            for ((pair, qh), gh) in all
+                                .chunks_exact(2 * hd)
+                                .zip(q.chunks_exact_mut(hd))
+                                .zip(gates.chunks_exact_mut(hd))
+                            {
+                                qh.copy_from_slice(&pair[..hd]);
+                                gh.copy_from_slice(&pair[hd..]);
+                            }
+                            be.mul_mat(wk, xn, n, k)?;
+                            be.mul_mat(wv, xn, n, v)?;
+                        }
                         Qkv::Separate([wq, wk, wv]) => {
                             be.mul_mat(wq, xn, n, q)?;
                             be.mul_mat(wk, xn, n, k)?;
@@ -378,12 +430,23 @@ impl Architecture for Decoder {
                         ub.seq,
                         att,
                     )?;
+                    if a.gated {
+                        let gates = &mut s.q_gate[..n * qw];
+                        be.sigmoid(gates)?;
+                        be.mul(att, gates)?;
+                    }
                     be.mul_mat(&a.wo, att, n, proj)?;
                 }
                 Mixing::ShortConv(c) => {
                     let bcx = &mut s.bcx[..n * 3 * d];
                     let y = &mut s.conv_y[..n * d];
                     c.forward(be, xn, ub, &mut memory.recurrent, bcx, y, proj)?;
+                }
+                Mixing::DeltaNet(dn) => {
+                    let scratch = s.delta_net.as_mut().ok_or_else(|| {
+                        Error::InvalidArgument("a state without DeltaNet's scratch".into())
+                    })?;
+                    dn.forward(be, xn, ub, &mut memory.recurrent, r.rms_eps, scratch, proj)?;
                 }
             }
             residual(be, x, proj, xn, layer.post_attn_norm.as_deref(), r)?;
@@ -526,10 +589,18 @@ impl Architecture for Decoder {
             } else {
                 format!("layers {layers:?}")
             };
-            let kind = match (spec.mixer, self.recurrent) {
-                (Mixer::ShortConv, Some(rl)) => format!(
+            let delta_net = self.layers.iter().find_map(|l| match &l.mixing {
+                Mixing::DeltaNet(dn) => Some(*dn.spec()),
+                _ => None,
+            });
+            let kind = match (spec.mixer, self.recurrent, delta_net) {
+                (Mixer::ShortConv, Some(rl), _) => format!(
                     "short convolution of {} taps (a recurrent state per sequence)",
                     rl.width / sh.n_embd + 1
+                ),
+                (Mixer::DeltaNet, _, Some(dn)) => format!(
+                    "gated DeltaNet, {} key heads and {} value heads of {}, convolution of {} taps (a recurrent state per sequence)",
+                    dn.n_head_k, dn.n_head_v, dn.dim, dn.taps
                 ),
                 _ => format!("{rope}; {window}"),
             };

@@ -6,7 +6,9 @@
 //! feed-forward of its own, and the token's output is the picked experts'
 //! outputs times their probabilities (unbiased; renormalised to sum to one
 //! where the family says), added in the router's order. Some families add a shared
-//! expert, a plain SwiGLU feed-forward every token takes, to the output.
+//! expert, a plain SwiGLU feed-forward every token takes, to the output;
+//! Qwen3.5-MoE gates it per token by the sigmoid of one more product
+//! (`ffn_gate_inp_shexp`).
 //!
 //! The file stores each of gate, up and down as one 3-D tensor, the experts
 //! one after another; each expert is bound as a matrix of its own, so only
@@ -61,6 +63,8 @@ pub struct MoeSpec {
     /// The shared expert's feed-forward width (`ffn_{gate,up,down}_shexp`),
     /// where the family has one.
     pub shared_ff: Option<usize>,
+    /// The shared expert's output times sigmoid(`ffn_gate_inp_shexp` · x).
+    pub shared_gate: bool,
     pub gating: Gating,
     /// `exp_probs_b.bias`: added to the probabilities to pick experts (not
     /// to weight them).
@@ -93,6 +97,7 @@ impl MoeSpec {
             norm_weights,
             weights_scale: None,
             shared_ff: None,
+            shared_gate: false,
             gating: Gating::Softmax,
             selection_bias: false,
         })
@@ -132,6 +137,8 @@ pub(super) struct Experts {
     selection_bias: Option<Vec<f32>>,
     experts: Vec<Expert>,
     shared: Option<Expert>,
+    /// One row: the shared expert's gate.
+    shared_gate: Option<Matrix>,
 }
 
 /// A 3-D tensor of `n` matrices of `rows` x `cols`, cut into them.
@@ -200,6 +207,19 @@ impl Experts {
             }
             None => None,
         };
+        let shared_gate = match (spec.shared_gate, spec.shared_ff) {
+            (true, Some(_)) => Some(matrix(
+                device,
+                file,
+                &shaped(tensor(file, &w("ffn_gate_inp_shexp"))?, 1, d)?,
+            )?),
+            (true, None) => {
+                return Err(Error::InvalidArgument(
+                    "a gate for a shared expert the layer does not have".into(),
+                ))
+            }
+            (false, _) => None,
+        };
         let selection_bias = if spec.selection_bias {
             let name = format!("blk.{i}.exp_probs_b.bias");
             Some(vector(file, &tensor(file, &name)?, ne)?)
@@ -212,6 +232,7 @@ impl Experts {
             selection_bias,
             experts,
             shared,
+            shared_gate,
         })
     }
 
@@ -220,12 +241,14 @@ impl Experts {
     }
 
     pub(super) fn matrices(&self) -> impl Iterator<Item = &Matrix> {
-        std::iter::once(&self.router).chain(
-            self.experts
-                .iter()
-                .chain(&self.shared)
-                .flat_map(|e| [&e.gate, &e.up, &e.down]),
-        )
+        std::iter::once(&self.router)
+            .chain(
+                self.experts
+                    .iter()
+                    .chain(&self.shared)
+                    .flat_map(|e| [&e.gate, &e.up, &e.down]),
+            )
+            .chain(&self.shared_gate)
     }
 
     /// `out` (n x n_embd) = the mixture's output for each row of `x`.
@@ -301,6 +324,14 @@ impl Experts {
             let down = &mut s.down[..n * d];
             let (gate, up) = (&mut s.gate[..n * sff], &mut s.up[..n * sff]);
             shared.forward(be, x, n, gate, up, down)?;
+            if let Some(g) = &self.shared_gate {
+                let gates = &mut s.shared_gates[..n];
+                be.mul_mat(g, x, n, gates)?;
+                be.sigmoid(gates)?;
+                for (row, &c) in down.chunks_exact_mut(d).zip(gates.iter()) {
+                    be.scale(row, c)?;
+                }
+            }
             be.add(out, down)?;
         }
         Ok(())
@@ -358,6 +389,8 @@ pub(super) struct Scratch {
     down: Vec<f32>,
     /// Each token's weighted expert outputs, by rank.
     ranked: Vec<f32>,
+    /// Each token's shared-expert gate.
+    shared_gates: Vec<f32>,
 }
 
 impl Scratch {
@@ -381,6 +414,7 @@ impl Scratch {
             up: buf(spec.n_ff.max(spec.shared_ff.unwrap_or(0)))?,
             down: buf(n_embd)?,
             ranked: buf(spec.n_used.saturating_mul(n_embd))?,
+            shared_gates: buf(1)?,
         })
     }
 }

@@ -9,7 +9,7 @@
 use crate::backend::{Backend, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::kv::{RecurrentLayout, RecurrentStates};
+use crate::kv::RecurrentStates;
 use crate::model::weights::{matrix, shaped, tensor, vector};
 use crate::model::MicroBatch;
 use std::sync::Arc;
@@ -25,14 +25,6 @@ pub(super) struct ShortConv {
     out_proj: Matrix,
     /// This layer's number among the recurrent layers.
     state: usize,
-}
-
-/// What `n_layer` short-convolution layers of `len` taps keep per sequence.
-pub(super) fn layout(n_layer: usize, len: usize, n_embd: usize) -> RecurrentLayout {
-    RecurrentLayout {
-        n_layer,
-        width: (len - 1) * n_embd,
-    }
 }
 
 /// Checks a kernel length from the file.
@@ -72,6 +64,11 @@ impl ShortConv {
         })
     }
 
+    /// Values the layer keeps per sequence: the last `len - 1` of B·X.
+    pub(super) fn state_width(&self) -> usize {
+        (self.len - 1) * self.out_proj.rows()
+    }
+
     pub(super) fn matrices(&self) -> [&Matrix; 2] {
         [&self.in_proj, &self.out_proj]
     }
@@ -94,12 +91,16 @@ impl ShortConv {
         let d = out.len() / n.max(1);
         be.mul_mat(&self.in_proj, xn, n, bcx)?;
         for (t, (row, y_row)) in bcx
-            .chunks_exact(3 * d)
+            .chunks_exact_mut(3 * d)
             .zip(y.chunks_exact_mut(d))
             .enumerate()
         {
+            let (b, rest) = row.split_at_mut(d);
+            let (c, x) = rest.split_at(d);
+            be.mul(b, x)?;
             let state = states.state_mut(self.state, ub.seq[t])?;
-            be.short_conv(&self.kernel, self.len, state, row, y_row)?;
+            be.causal_conv(&self.kernel, self.len, state, b, y_row)?;
+            be.mul(y_row, c)?;
         }
         be.mul_mat(&self.out_proj, y, n, out)
     }
