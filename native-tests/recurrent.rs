@@ -186,12 +186,46 @@ fn a_full_context_ends_the_completion_instead_of_shifting() {
     assert_eq!(r.prompt_ids.len() + r.tokens_predicted, 33);
 }
 
+/// A session holds the recurrent states beside the KV rows: a fresh
+/// context that loads it continues exactly as the one that saved it. Only
+/// the whole cache can be saved (a state has taken in every token), and a
+/// session whose states do not fit the model is refused, changing nothing.
 #[test]
-fn sessions_are_refused_with_the_reason() {
-    let mut ctx = context(64);
-    ctx.completion(&greedy("Hello", 2), |_| {}).unwrap();
-    let e = ctx.save_state(None).unwrap_err().to_string();
-    assert!(e.contains("recurrent layers"), "{e}");
+fn sessions_keep_the_recurrent_states() {
+    let saver = || {
+        let mut ctx = context(64);
+        ctx.completion(&greedy("Hello", 4), |_| {}).unwrap();
+        ctx
+    };
+    let mut a = saver();
+    let n = a.prompt_cache().len();
+    let bytes = lamina::session::save_bytes(&a, None).unwrap();
+    let e = a.save_state(Some(n - 1)).unwrap_err().to_string();
+    assert!(e.contains("every token"), "{e}");
+    // The next token's logits after loading are the saver's.
+    let mut b = context(64);
+    let loaded = lamina::session::load_bytes(&mut b, &bytes).unwrap();
+    assert_eq!(loaded.tokens_loaded, n);
+    let next = PROMPT[0];
+    let want = decode(&mut a, &[next], n as i32, 0);
+    assert_eq!(decode(&mut b, &[next], n as i32, 0), want);
+    // A completion over the loaded cache goes as over the saver's.
+    let p = greedy(&format!("{} and", loaded.prompt), 6);
+    let (mut c, mut d) = (saver(), context(64));
+    lamina::session::load_bytes(&mut d, &bytes).unwrap();
+    let (rc, rd) = (
+        c.completion(&p, |_| {}).unwrap(),
+        d.completion(&p, |_| {}).unwrap(),
+    );
+    assert_eq!(rd.generated_ids, rc.generated_ids);
+    assert_eq!(rd.tokens_cached, rc.tokens_cached);
+    // States of another shape: refused, and the context keeps its own.
+    let mut state = saver().save_state(None).unwrap();
+    state.recurrent.pop();
+    let mut e = saver();
+    let err = e.load_state(&state).unwrap_err().to_string();
+    assert!(err.contains("recurrent values"), "{err}");
+    assert_eq!(decode(&mut e, &[next], n as i32, 0), want);
 }
 
 #[test]

@@ -162,9 +162,9 @@ fn a_bad_session_is_an_error_that_changes_nothing() {
     expect_session_error(&mut ctx, &[], "not a lamina session");
 
     let mut newer = good.clone();
-    newer[8] = 2;
+    newer[8] = 3;
     reseal(&mut newer);
-    expect_session_error(&mut ctx, &newer, "version 2");
+    expect_session_error(&mut ctx, &newer, "version 3");
 
     // Sizes from the file are checked against the bytes present.
     let at = token_count_offset(&good);
@@ -188,6 +188,26 @@ fn a_bad_session_is_an_error_that_changes_nothing() {
     let after = run(&mut ctx, &p);
     assert_eq!(after.tokens_cached, p_len(&before) - 1);
     assert_eq!(after.generated_ids, before.generated_ids);
+}
+
+/// A version 1 file (written before sessions held recurrent states: no
+/// state count before the checksum) still loads, and continues as the
+/// version 2 file of the same cache does.
+#[test]
+fn version_1_sessions_still_load() {
+    let (_, v2) = saved();
+    let body = v2.len() - 8;
+    assert_eq!(&v2[body - 4..body], &[0; 4], "no recurrent values");
+    let mut v1 = [&v2[..body - 4], &[0u8; 8][..]].concat();
+    v1[8] = 1;
+    reseal(&mut v1);
+    let p = params(PROMPT, 8, None);
+    let mut a = context();
+    session::load_bytes(&mut a, &v2).unwrap();
+    let mut b = context();
+    let loaded = session::load_bytes(&mut b, &v1).unwrap();
+    assert_eq!(loaded.tokens_loaded, a.prompt_cache().len());
+    assert_eq!(run(&mut b, &p).generated_ids, run(&mut a, &p).generated_ids);
 }
 
 fn p_len(r: &CompletionResult) -> usize {

@@ -58,13 +58,15 @@ export interface ContextInfo {
   cpu_variant: string;
   n_threads: number;
   n_ctx: number;
-  /** Layers with a recurrent state per sequence (LFM2's convolutions). */
+  /** Layers with a recurrent state per sequence (LFM2's convolutions,
+   *  Qwen3.5's gated DeltaNets). */
   recurrent_layers: number;
   /** How completions reuse the cached prompt. */
   prompt_cache: string;
   /** Whether a full context shifts (false with recurrent layers: it ends). */
   context_shift: boolean;
-  /** Whether session files can be saved and loaded. */
+  /** Whether session files can be saved and loaded (always: they hold
+   *  recurrent layers' states beside the KV rows). */
   sessions: boolean;
   build: 'single-thread' | 'threaded';
 }

@@ -106,11 +106,15 @@ struct DecodeScratch {
     outputs: Vec<usize>,
 }
 
-/// Sequence 0's tokens and their cache rows (`Context::save_state`).
+/// Sequence 0's tokens, their cache rows and the recurrent layers' states
+/// after them (`Context::save_state`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SequenceState {
     pub tokens: Vec<u32>,
     pub kv: KvSnapshot,
+    /// The recurrent layers' states after the tokens (empty without such
+    /// layers).
+    pub recurrent: Vec<f32>,
 }
 
 pub struct Context {
@@ -318,14 +322,16 @@ impl Context {
     }
 
     /// Sequence 0's first `max_tokens` (None: all) tokens of the prompt cache
-    /// with their cache rows: what a session file keeps.
+    /// with their cache rows and the recurrent layers' states: what a
+    /// session file keeps. A recurrent state has taken in every token, so
+    /// such a model saves its whole cache (fewer tokens are an error).
     pub fn save_state(&self, max_tokens: Option<usize>) -> Result<SequenceState> {
         self.check_can_generate()?;
-        self.check_session_kept_whole()?;
         let n = max_tokens.map_or(self.prompt_cache.len(), |m| m.min(self.prompt_cache.len()));
         Ok(SequenceState {
             tokens: self.prompt_cache[..n].to_vec(),
             kv: self.memory.kv.snapshot(0, n)?,
+            recurrent: self.memory.recurrent.snapshot(0, n)?,
         })
     }
 
@@ -335,7 +341,6 @@ impl Context {
     /// until the next decode.
     pub fn load_state(&mut self, state: &SequenceState) -> Result<()> {
         self.check_can_generate()?;
-        self.check_session_kept_whole()?;
         if state.tokens.len() != state.kv.n_cells {
             return Err(Error::InvalidArgument(format!(
                 "the saved state has {} tokens for {} cache positions",
@@ -344,24 +349,14 @@ impl Context {
             )));
         }
         self.model.check_tokens(&state.tokens)?;
+        let n = state.tokens.len();
+        self.memory.recurrent.check_restore(n, &state.recurrent)?;
         self.memory.kv.restore(0, &state.kv)?;
+        self.memory.recurrent.restore(0, n, &state.recurrent);
         self.prompt_cache.clear();
         self.prompt_cache.extend_from_slice(&state.tokens);
         self.logits.clear();
         self.output_rows.clear();
-        Ok(())
-    }
-
-    /// A session file holds KV rows only: a model with recurrent layers
-    /// would lose their states, so it has no sessions (yet).
-    fn check_session_kept_whole(&self) -> Result<()> {
-        if self.memory.recurrent.is_used() {
-            return Err(Error::Session(format!(
-                "a {} model has recurrent layers, whose states session files do not hold yet: \
-                 its sessions cannot be saved or loaded",
-                self.model.arch_name()
-            )));
-        }
         Ok(())
     }
 

@@ -273,6 +273,54 @@ impl RecurrentStates {
         }
     }
 
+    /// `seq`'s values (every layer's, one after another) when its states
+    /// have taken in exactly positions `0..n`, for a session; none without
+    /// recurrent layers or with `n` 0. A sequence whose states took in
+    /// other positions is an error naming them.
+    pub fn snapshot(&self, seq: SeqId, n: usize) -> Result<Vec<f32>> {
+        if !self.is_used() || n == 0 {
+            return Ok(Vec::new());
+        }
+        let s = self.seqs.get(seq as usize);
+        match s.and_then(|s| s.span) {
+            Some((0, b)) if b as i64 == n as i64 - 1 => Ok(s.map(|s| s.values.clone()).unwrap_or_default()),
+            span => Err(Error::Session(format!(
+                "sequence {seq}'s recurrent states hold positions {}, not the 0..{n} being saved:                  a state has taken in every token, so only the whole cache can be saved",
+                span.map_or("none".to_string(), |(a, b)| format!("{a}..={b}"))
+            ))),
+        }
+    }
+
+    /// Checks that `values` are the states of `n` positions (`snapshot`'s)
+    /// for this layout.
+    pub fn check_restore(&self, n: usize, values: &[f32]) -> Result<()> {
+        let want = if self.is_used() && n > 0 {
+            self.layout.n_layer * self.layout.width
+        } else {
+            0
+        };
+        if values.len() != want {
+            return Err(Error::Session(format!(
+                "the session holds {} recurrent values for {n} tokens; this model's layers keep {want}",
+                values.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forgets every sequence, then gives `seq` the states `values` of
+    /// positions `0..n` (after `check_restore`).
+    pub fn restore(&mut self, seq: SeqId, n: usize, values: &[f32]) {
+        self.clear();
+        if let Some(s) = self.seqs.get_mut(seq as usize) {
+            if !values.is_empty() {
+                s.values.clear();
+                s.values.extend_from_slice(values);
+                s.span = Some((0, n as i32 - 1));
+            }
+        }
+    }
+
     /// Recurrent layer `layer`'s values for `seq`, as a decode changes them.
     pub fn state_mut(&mut self, layer: usize, seq: SeqId) -> Result<&mut [f32]> {
         let w = self.layout.width;

@@ -11,14 +11,17 @@
 //! | bytes | what |
 //! |---|---|
 //! | 8 | magic `LAMSESS\0` |
-//! | 4 | format version (1) |
+//! | 4 | format version (2) |
 //! | 8 | the model's fingerprint (`fingerprint`) |
 //! | 4 + n | the model's description, for error messages (UTF-8) |
 //! | 4 + n, 4 + n | the K and V cache types' names (`f16`, `f32`, `q8_0`) |
 //! | 4, 4, 4 | values per cache row, layers, tokens (`n`) |
 //! | 4 · n | the tokens |
 //! | per layer | `n` K rows then `n` V rows, as the cache stores them |
+//! | 4 + 4 · m | (version 2) the recurrent layers' states after the tokens: `m` f32 values (0 without such layers) |
 //! | 8 | checksum of everything before it (`checksum`) |
+//!
+//! Version 1 files (no recurrent states) still load.
 //!
 //! Reading checks the magic, the version and the checksum before anything
 //! else, then every size against the bytes present before allocating;
@@ -35,7 +38,7 @@ use crate::model::Model;
 pub use hash::{checksum, fingerprint};
 
 const MAGIC: &[u8; 8] = b"LAMSESS\0";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// What loading a session gave the context.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -129,6 +132,10 @@ pub fn encode(model: &Model, state: &SequenceState) -> Vec<u8> {
         out.extend_from_slice(k);
         out.extend_from_slice(v);
     }
+    put_u32(&mut out, state.recurrent.len());
+    for &v in &state.recurrent {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
     let sum = checksum(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
@@ -151,9 +158,9 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         bytes: &bytes[MAGIC.len()..body_len],
     };
     let version = r.u32("the version")?;
-    if version != VERSION {
+    if version != 1 && version != VERSION {
         return Err(bad(format!(
-            "format version {version}, this lamina reads version {VERSION}"
+            "format version {version}, this lamina reads versions 1 to {VERSION}"
         )));
     }
     // The checksum covers every byte before it: a session cut short or
@@ -183,13 +190,18 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect();
     let (k_row, v_row) = (type_k.bytes_per_row(width), type_v.bytes_per_row(width));
-    // Every layer's rows must be present before any is copied.
+    // Every layer's rows (and, from version 2, the recurrent states' count
+    // after them) must be present before any is copied.
     let per_layer = n
         .checked_mul(k_row)
         .and_then(|k| n.checked_mul(v_row).and_then(|v| k.checked_add(v)));
-    if per_layer.and_then(|p| p.checked_mul(n_layer)) != Some(r.bytes.len()) {
+    let after = if version >= 2 { 4 } else { 0 };
+    let needed = per_layer
+        .and_then(|p| p.checked_mul(n_layer))
+        .and_then(|rows| rows.checked_add(after));
+    if needed.is_none_or(|all| all > r.bytes.len()) {
         return Err(bad(format!(
-            "{n_layer} layers of {n} rows of {width} values need other than the {} bytes present",
+            "{n_layer} layers of {n} rows of {width} values need more than the {} bytes present",
             r.bytes.len()
         )));
     }
@@ -198,6 +210,27 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         let k = r.take("K rows", Some(n * k_row))?.to_vec();
         let v = r.take("V rows", Some(n * v_row))?.to_vec();
         layers.push((k, v));
+    }
+    let recurrent: Vec<f32> = if version >= 2 {
+        let m = r.u32("the recurrent state count")? as usize;
+        if m.checked_mul(4) != Some(r.bytes.len()) {
+            return Err(bad(format!(
+                "{m} recurrent values need other than the {} bytes present",
+                r.bytes.len()
+            )));
+        }
+        r.take("the recurrent states", Some(4 * m))?
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !r.bytes.is_empty() {
+        return Err(bad(format!(
+            "{} bytes follow the session's contents",
+            r.bytes.len()
+        )));
     }
     Ok(SequenceState {
         tokens,
@@ -208,6 +241,7 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
             n_cells: n,
             layers,
         },
+        recurrent,
     })
 }
 

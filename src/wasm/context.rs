@@ -837,8 +837,8 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = contextInfo)]
     pub fn context_info(&self) -> Result<JsValue, JsError> {
         let model = self.ctx.model();
-        // Recurrent layers: no partial prompt reuse, context shift or
-        // session files (`kv::Memory::can_cut`).
+        // Recurrent layers: no partial prompt reuse or context shift
+        // (`kv::Memory::can_cut`); session files hold their states.
         let can_cut = self.ctx.memory().can_cut();
         let tensors = model.file().tensors();
         json_to_js(&serde_json::json!({
@@ -858,7 +858,7 @@ impl JsLlamaContext {
                 "reused only when the prompt extends all of it: recurrent states keep no single position"
             },
             "context_shift": can_cut,
-            "sessions": can_cut,
+            "sessions": true,
         }))
     }
 }
