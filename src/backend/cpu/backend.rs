@@ -22,7 +22,7 @@ pub struct CpuBackend {
     attn: Vec<AttnPiece>,
     /// Cached positions attention is sized for (`reserve`).
     max_cells: usize,
-    /// Gated DeltaNet's per-head outputs and deltas (grown on first use).
+    /// Gated DeltaNet's per-head outputs (grown on first use).
     delta_net: Vec<f32>,
 }
 
@@ -336,19 +336,18 @@ impl Backend for CpuBackend {
         }
         let (hk, hv, d) = (args.n_head_k, args.n_head_v, args.dim);
         let (width, kd) = (args.row_width(), hk * d);
-        let need = n * hv * d + hv * d;
+        let need = n * hv * d;
         if self.delta_net.len() < need {
             self.delta_net.resize(need, 0.0);
         }
-        let (head_out, deltas) = self.delta_net[..need].split_at_mut(n * hv * d);
+        let head_out = &mut self.delta_net[..need];
         // The heads are independent: one job each, over the workers.
         let mut jobs: Vec<_> = state
             .chunks_exact_mut(d * d)
             .zip(head_out.chunks_exact_mut(n * d))
-            .zip(deltas.chunks_exact_mut(d))
             .collect();
         let (qkv, g, beta) = (args.qkv, args.g, args.beta);
-        self.workers.for_each_mut(&mut jobs, |h, ((st, o), dl)| {
+        self.workers.for_each_mut(&mut jobs, |h, (st, o)| {
             let kh = h % hk;
             rows::delta_net_head(
                 &qkv[kh * d..],
@@ -359,8 +358,8 @@ impl Backend for CpuBackend {
                 &beta[h..],
                 hv,
                 st,
-                dl,
                 o,
+                d,
                 d,
                 n,
             );

@@ -357,10 +357,12 @@ fn dot8(a: &[f32], b: &[f32]) -> f32 {
 /// recurrence; shapes checked by the caller): `q`, `k` and `v` give each
 /// token's head vector at `stride` from the last, `g` and `beta` each
 /// token's decay and strength at `hstride`; `state` is the head's `dim x
-/// dim` matrix by output column, `delta` scratch of `dim`, and `out` takes
-/// `dim` values per token at `stride_out`. The order is the reference's
-/// fused op's: decay, delta against the decayed state, the rank-one write,
-/// then the read.
+/// dim` matrix by output column, and `out` takes `dim` values per token at
+/// `stride_out`. The arithmetic is the reference's fused op's (decay,
+/// delta against the decayed state, the rank-one write, then the read),
+/// but since output `j` needs only column `j` of the state, each column
+/// takes all four steps in one visit, while it is in L1, instead of the
+/// whole matrix being swept four times.
 #[allow(clippy::too_many_arguments)]
 pub fn delta_net_head(
     q: &[f32],
@@ -371,12 +373,11 @@ pub fn delta_net_head(
     beta: &[f32],
     hstride: usize,
     state: &mut [f32],
-    delta: &mut [f32],
     out: &mut [f32],
     stride_out: usize,
+    dim: usize,
     n: usize,
 ) {
-    let dim = delta.len();
     let scale = 1.0 / (dim as f32).sqrt();
     for t in 0..n {
         let (qt, kt, vt) = (
@@ -386,20 +387,16 @@ pub fn delta_net_head(
         );
         let decay = g[t * hstride].exp();
         let b = beta[t * hstride];
-        for s in state.iter_mut() {
-            *s *= decay;
-        }
-        for (j, dj) in delta.iter_mut().enumerate() {
-            *dj = (vt[j] - dot8(&state[j * dim..(j + 1) * dim], kt)) * b;
-        }
-        for (row, &dj) in state.chunks_exact_mut(dim).zip(delta.iter()) {
-            for (s, &ki) in row.iter_mut().zip(kt) {
-                *s += ki * dj;
-            }
-        }
         let o = &mut out[t * stride_out..t * stride_out + dim];
-        for (j, oj) in o.iter_mut().enumerate() {
-            *oj = dot8(&state[j * dim..(j + 1) * dim], qt) * scale;
+        for ((col, &vj), oj) in state.chunks_exact_mut(dim).zip(vt).zip(o.iter_mut()) {
+            for s in col.iter_mut() {
+                *s *= decay;
+            }
+            let delta = (vj - dot8(col, kt)) * b;
+            for (s, &ki) in col.iter_mut().zip(kt) {
+                *s += ki * delta;
+            }
+            *oj = dot8(col, qt) * scale;
         }
     }
 }
