@@ -283,9 +283,12 @@ impl RecurrentStates {
         }
         let s = self.seqs.get(seq as usize);
         match s.and_then(|s| s.span) {
-            Some((0, b)) if b as i64 == n as i64 - 1 => Ok(s.map(|s| s.values.clone()).unwrap_or_default()),
+            Some((0, b)) if b as i64 == n as i64 - 1 => {
+                Ok(s.map(|s| s.values.clone()).unwrap_or_default())
+            }
             span => Err(Error::Session(format!(
-                "sequence {seq}'s recurrent states hold positions {}, not the 0..{n} being saved:                  a state has taken in every token, so only the whole cache can be saved",
+                "sequence {seq}'s recurrent states hold positions {}, not the 0..{n} being saved: \
+                 a state has taken in every token, so only the whole cache can be saved",
                 span.map_or("none".to_string(), |(a, b)| format!("{a}..={b}"))
             ))),
         }
