@@ -128,6 +128,16 @@ fn gemma3_sequences_in_shared_batches() {
     check_seqs("gemma3");
 }
 
+/// What `lamina info` lists for the synthetic family `name`.
+fn hyperparameters(name: &str) -> Vec<(&'static str, String)> {
+    let file = Arc::new(GgufFile::from_bytes(family(name).write()).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    Model::load(file, device, None)
+        .unwrap()
+        .arch()
+        .hyperparameters()
+}
+
 fn check_seqs(name: &str) {
     let g = golden(&format!("{name}.seqs"));
     let bytes = family(name).write();
@@ -177,10 +187,7 @@ fn lfm2moe_sigmoid_experts_q4_k() {
 /// `lamina info` names LFM2-MoE's gating, bias and dense lead.
 #[test]
 fn lfm2moe_info_names_the_gating() {
-    let file = Arc::new(GgufFile::from_bytes(family("lfm2moe").write()).unwrap());
-    let device = CpuDevice::new(None).unwrap().shared();
-    let model = Model::load(file, device, None).unwrap();
-    let info = model.arch().hyperparameters();
+    let info = hyperparameters("lfm2moe");
     let experts = info.iter().find(|(k, _)| *k == "experts").map(|(_, v)| v);
     assert_eq!(
         experts.map(String::as_str),
@@ -215,10 +222,7 @@ fn qwen35moe_gated_shared_expert_q4_k() {
 /// `lamina info` describes the DeltaNet layers.
 #[test]
 fn qwen35_info_names_the_delta_net() {
-    let file = Arc::new(GgufFile::from_bytes(family("qwen35").write()).unwrap());
-    let device = CpuDevice::new(None).unwrap().shared();
-    let model = Model::load(file, device, None).unwrap();
-    let info = model.arch().hyperparameters();
+    let info = hyperparameters("qwen35");
     let kinds: Vec<&str> = info
         .iter()
         .filter(|(k, _)| *k == "layer kind")
@@ -243,10 +247,7 @@ fn granitemoe_shared_expert_q8_0() {
 /// `lamina info` names the experts.
 #[test]
 fn qwen3moe_info_names_the_experts() {
-    let file = Arc::new(GgufFile::from_bytes(family("qwen3moe").write()).unwrap());
-    let device = CpuDevice::new(None).unwrap().shared();
-    let model = Model::load(file, device, None).unwrap();
-    let info = model.arch().hyperparameters();
+    let info = hyperparameters("qwen3moe");
     assert!(
         info.iter()
             .any(|(k, v)| *k == "experts" && v.starts_with("2 used of 8, feed-forward 256 each")),
@@ -295,10 +296,7 @@ fn phi3_long_factors_beyond_the_original_length() {
 /// `lamina info` names the long factors and when they apply.
 #[test]
 fn phi3_info_names_the_long_factors() {
-    let file = Arc::new(GgufFile::from_bytes(family("phi3-long").write()).unwrap());
-    let device = CpuDevice::new(None).unwrap().shared();
-    let model = Model::load(file, device, None).unwrap();
-    let info = model.arch().hyperparameters();
+    let info = hyperparameters("phi3-long");
     assert!(
         info.iter()
             .any(|(k, v)| *k == "long rope" && v.contains("over 256 positions")),

@@ -17,23 +17,8 @@ use crate::backend::{Device, RopeKind};
 use crate::error::Result;
 use crate::gguf::GgufFile;
 
+/// Loads `arch` (the plain or the MoE family) from `file`.
 pub(crate) fn load(
-    file: &Arc<GgufFile>,
-    device: &dyn Device,
-    progress: Option<Progress>,
-) -> Result<Box<dyn Architecture>> {
-    load_named("granite", file, device, progress)
-}
-
-pub(crate) fn load_moe(
-    file: &Arc<GgufFile>,
-    device: &dyn Device,
-    progress: Option<Progress>,
-) -> Result<Box<dyn Architecture>> {
-    load_named("granitemoe", file, device, progress)
-}
-
-fn load_named(
     arch: &'static str,
     file: &Arc<GgufFile>,
     device: &dyn Device,

@@ -176,20 +176,21 @@ pub trait Architecture: Send + Sync {
 /// Loads an architecture from a file, binding its weights on a device.
 type LoadFn = fn(&Arc<GgufFile>, &dyn Device, Option<Progress>) -> Result<Box<dyn Architecture>>;
 
-/// The architectures lamina runs, by `general.architecture`.
+/// The architectures lamina runs, by `general.architecture`. A file that
+/// loads a plain family and its mixture-of-experts variant is told which.
 const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("llama", llama::load),
     ("qwen2", qwen2::load),
     ("qwen3", qwen3::load),
     ("qwen3moe", qwen3moe::load),
-    ("qwen35", qwen35::load),
-    ("qwen35moe", qwen35::load_moe),
-    ("lfm2", lfm2::load),
-    ("lfm2moe", lfm2::load_moe),
+    ("qwen35", |f, d, p| qwen35::load("qwen35", f, d, p)),
+    ("qwen35moe", |f, d, p| qwen35::load("qwen35moe", f, d, p)),
+    ("lfm2", |f, d, p| lfm2::load("lfm2", f, d, p)),
+    ("lfm2moe", |f, d, p| lfm2::load("lfm2moe", f, d, p)),
     ("gemma3", gemma3::load),
     ("smollm3", smollm3::load),
-    ("granite", granite::load),
-    ("granitemoe", granite::load_moe),
+    ("granite", |f, d, p| granite::load("granite", f, d, p)),
+    ("granitemoe", |f, d, p| granite::load("granitemoe", f, d, p)),
     ("phi3", phi3::load),
     ("bert", bert::load),
 ];

@@ -21,23 +21,8 @@ use crate::backend::{Device, RopeKind};
 use crate::error::{Error, Result};
 use crate::gguf::{Array, GgufFile, Value};
 
+/// Loads `arch` (the plain or the MoE family) from `file`.
 pub(crate) fn load(
-    file: &Arc<GgufFile>,
-    device: &dyn Device,
-    progress: Option<Progress>,
-) -> Result<Box<dyn Architecture>> {
-    load_named("qwen35", file, device, progress)
-}
-
-pub(crate) fn load_moe(
-    file: &Arc<GgufFile>,
-    device: &dyn Device,
-    progress: Option<Progress>,
-) -> Result<Box<dyn Architecture>> {
-    load_named("qwen35moe", file, device, progress)
-}
-
-fn load_named(
     arch: &'static str,
     file: &Arc<GgufFile>,
     device: &dyn Device,
@@ -101,16 +86,7 @@ fn load_named(
             }
         }
     };
-    decoder::load(
-        arch,
-        file,
-        device,
-        progress,
-        shape.clone(),
-        recipe,
-        parts,
-        &layer,
-    )
+    decoder::load(arch, file, device, progress, shape, recipe, parts, &layer)
 }
 
 /// Which of the trunk's layers are DeltaNets: `attention.recurrent_layers`

@@ -70,10 +70,27 @@ pub(crate) fn matrix(device: &dyn Device, file: &Arc<GgufFile>, t: &Tensor) -> R
     device.bind_matrix(source(file, t))
 }
 
+/// The tensor `name`, shaped `rows` x `cols`, bound on `device` for
+/// products.
+pub(crate) fn named_matrix(
+    device: &dyn Device,
+    file: &Arc<GgufFile>,
+    name: &str,
+    rows: usize,
+    cols: usize,
+) -> Result<Matrix> {
+    matrix(device, file, &shaped(tensor(file, name)?, rows, cols)?)
+}
+
 /// A table of rows read by `get_rows` (and by products, as a tied output),
 /// kept as in the file.
 pub(crate) fn table(device: &dyn Device, file: &Arc<GgufFile>, t: &Tensor) -> Result<Matrix> {
     device.bind_table(source(file, t))
+}
+
+/// The small tensor `name` (`len` values) as f32, read once at load.
+pub(crate) fn named_vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
+    vector(file, &tensor(file, name)?, len)
 }
 
 /// A small tensor (a norm's weights) as f32, read once at load.

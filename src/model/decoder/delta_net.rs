@@ -19,7 +19,7 @@ use crate::backend::{Backend, DeltaNetArgs, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::kv::RecurrentStates;
-use crate::model::weights::{matrix, shaped, tensor, vector};
+use crate::model::weights::{named_matrix, named_vector, shaped, tensor, vector};
 use crate::model::MicroBatch;
 
 /// The sizes of a model's DeltaNet layers (`{arch}.ssm.*`).
@@ -122,10 +122,9 @@ impl DeltaNet {
         state: usize,
     ) -> Result<DeltaNet> {
         let w = |n: &str| format!("blk.{i}.{n}.weight");
-        let bind = |name: &str, rows: usize, cols: usize| {
-            matrix(device, file, &shaped(tensor(file, name)?, rows, cols)?)
-        };
-        let vec_of = |name: &str, len: usize| vector(file, &tensor(file, name)?, len);
+        let bind =
+            |name: &str, rows: usize, cols: usize| named_matrix(device, file, name, rows, cols);
+        let vec_of = |name: &str, len: usize| named_vector(file, name, len);
         let (d, hv) = (n_embd, spec.n_head_v);
         let conv = shaped(
             tensor(file, &w("ssm_conv1d"))?,

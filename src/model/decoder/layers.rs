@@ -11,7 +11,9 @@ use crate::backend::{Device, Matrix, Op};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::kv::RecurrentLayout;
-use crate::model::weights::{matrix, shaped, table, tensor, vector, LoadSteps, Progress, Tensor};
+use crate::model::weights::{
+    matrix, named_matrix, named_vector, shaped, table, tensor, LoadSteps, Progress, Tensor,
+};
 use crate::model::Architecture;
 
 /// Q, K and V: three matrices, or one whose output rows are Q, K, V.
@@ -135,11 +137,8 @@ pub(crate) fn load(
     let hd = shape.head_dim;
     let embd = shaped(tensor(file, "token_embd.weight")?, shape.n_vocab, d)?;
     let mut steps = LoadSteps::new(file, progress)?;
-    let bind = |name: &str, rows: usize, cols: usize| -> Result<Matrix> {
-        matrix(device, file, &shaped(tensor(file, name)?, rows, cols)?)
-    };
-    let vec_of =
-        |name: &str, len: usize| -> Result<Vec<f32>> { vector(file, &tensor(file, name)?, len) };
+    let bind = |name: &str, rows: usize, cols: usize| named_matrix(device, file, name, rows, cols);
+    let vec_of = |name: &str, len: usize| named_vector(file, name, len);
     let mut layers = Vec::new();
     layers
         .try_reserve_exact(shape.n_layer)

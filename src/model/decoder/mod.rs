@@ -224,6 +224,15 @@ impl Decoder {
         self.layers.iter().any(|l| f(&l.mixing))
     }
 
+    /// The sizes of the model's gated DeltaNets, if it has any (every one
+    /// has the same).
+    fn delta_net_spec(&self) -> Option<DeltaNetSpec> {
+        self.layers.iter().find_map(|l| match &l.mixing {
+            Mixing::DeltaNet(dn) => Some(*dn.spec()),
+            _ => None,
+        })
+    }
+
     /// Layer `l`'s rotation (`None`: the layer does not rotate), with
     /// LongRoPE's long factors when the context takes them.
     fn rope(&self, l: usize, long: bool) -> Option<&Rope> {
@@ -306,10 +315,7 @@ impl Architecture for Decoder {
             } else {
                 0
             })?,
-            delta_net: match self.layers.iter().find_map(|l| match &l.mixing {
-                Mixing::DeltaNet(dn) => Some(*dn.spec()),
-                _ => None,
-            }) {
+            delta_net: match self.delta_net_spec() {
                 Some(spec) => Some(delta_net::Scratch::new(&spec, max_tokens)?),
                 None => None,
             },
@@ -589,11 +595,7 @@ impl Architecture for Decoder {
             } else {
                 format!("layers {layers:?}")
             };
-            let delta_net = self.layers.iter().find_map(|l| match &l.mixing {
-                Mixing::DeltaNet(dn) => Some(*dn.spec()),
-                _ => None,
-            });
-            let kind = match (spec.mixer, self.recurrent, delta_net) {
+            let kind = match (spec.mixer, self.recurrent, self.delta_net_spec()) {
                 (Mixer::ShortConv, Some(rl), _) => format!(
                     "short convolution of {} taps (a recurrent state per sequence)",
                     rl.width / sh.n_embd + 1

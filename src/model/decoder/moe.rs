@@ -20,7 +20,7 @@ use super::Keys;
 use crate::backend::{Backend, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
-use crate::model::weights::{matrix, shaped, tensor, vector, Tensor};
+use crate::model::weights::{matrix, named_matrix, named_vector, shaped, tensor, Tensor};
 use std::sync::Arc;
 
 /// The most experts a layer may have (llama.cpp's `LLAMA_MAX_EXPERTS`).
@@ -197,7 +197,7 @@ impl Experts {
         let shared = match spec.shared_ff {
             Some(sff) => {
                 let bind = |name: &str, rows: usize, cols: usize| {
-                    matrix(device, file, &shaped(tensor(file, &w(name))?, rows, cols)?)
+                    named_matrix(device, file, &w(name), rows, cols)
                 };
                 Some(Expert {
                     gate: bind("ffn_gate_shexp", sff, d)?,
@@ -222,7 +222,7 @@ impl Experts {
         };
         let selection_bias = if spec.selection_bias {
             let name = format!("blk.{i}.exp_probs_b.bias");
-            Some(vector(file, &tensor(file, &name)?, ne)?)
+            Some(named_vector(file, &name, ne)?)
         } else {
             None
         };

@@ -10,7 +10,7 @@ use crate::backend::{Backend, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::kv::RecurrentStates;
-use crate::model::weights::{matrix, shaped, tensor, vector};
+use crate::model::weights::{named_matrix, shaped, tensor, vector};
 use crate::model::MicroBatch;
 use std::sync::Arc;
 
@@ -51,9 +51,8 @@ impl ShortConv {
     ) -> Result<ShortConv> {
         let w = |n: &str| format!("blk.{i}.shortconv.{n}.weight");
         let d = n_embd;
-        let bind = |name: &str, rows: usize, cols: usize| {
-            matrix(device, file, &shaped(tensor(file, name)?, rows, cols)?)
-        };
+        let bind =
+            |name: &str, rows: usize, cols: usize| named_matrix(device, file, name, rows, cols);
         let kernel = shaped(tensor(file, &w("conv"))?, d, len)?;
         Ok(ShortConv {
             in_proj: bind(&w("in_proj"), 3 * d, d)?,
