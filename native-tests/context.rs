@@ -402,7 +402,7 @@ fn unknown_architectures_are_named() {
     }
     assert_eq!(
         load_error(w),
-        "invalid argument: unsupported model architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, lfm2, lfm2moe, gemma3, smollm3, granite, granitemoe, phi3, bert)"
+        "invalid argument: unsupported model architecture 'mamba' (supported: llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe, lfm2, lfm2moe, gemma3, gemma4, smollm3, granite, granitemoe, phi3, bert)"
     );
 }
 

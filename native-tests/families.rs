@@ -18,9 +18,10 @@ use common::synth::family;
 use common::teacher::{read_f32, shared_batches, teacher_forced, F16, QUANTIZED};
 use common::{golden_path, json_ids, read_file, sha256_hex};
 use lamina::backend::cpu::{CpuDevice, CpuVariant};
-use lamina::context::{Context, ContextParams};
+use lamina::context::{Batch, Context, ContextParams};
 use lamina::gguf::GgufFile;
 use lamina::model::Model;
+use lamina::session;
 use lamina::tensor::GgmlType;
 
 fn golden(name: &str) -> serde_json::Value {
@@ -238,6 +239,99 @@ fn qwen35_info_names_the_delta_net() {
     );
 }
 
+/// Gemma 4: sliding layers with heads of 64 and global ones with heads of
+/// 128 (RoPE on a quarter, keys as values), two last layers sharing
+/// earlier layers' caches with double-wide feed-forwards, per-layer inputs,
+/// layer output scales.
+#[test]
+fn gemma4_per_layer_inputs_shared_caches_q4_k() {
+    check("gemma4", None, 1);
+}
+
+/// Gemma 4's sequences in shared batches: the sharing layers read each
+/// sequence's cells of the layers they share.
+#[test]
+fn gemma4_sequences_in_shared_batches() {
+    check_seqs("gemma4");
+}
+
+/// `lamina info` describes Gemma 4's two kinds of layers and what they
+/// share.
+#[test]
+fn gemma4_info_names_heads_and_shared_caches() {
+    let info = hyperparameters("gemma4");
+    let kinds: Vec<&str> = info
+        .iter()
+        .filter(|(k, _)| *k == "layer kind")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "rope Neox over 64 dims, base 10000, scale 1; sliding window 8; 4 heads, 1 KV heads of 64: layers [0, 1, 2]",
+            "rope Neox over 128 dims, base 1000000, scale 1, rope_freqs factors; full attention: layers [3]",
+            "rope Neox over 64 dims, base 10000, scale 1; sliding window 8; 4 heads, 1 KV heads of 64; the keys and values of layer 2: layers [4]",
+            "rope Neox over 128 dims, base 1000000, scale 1, rope_freqs factors; full attention; the keys and values of layer 3: layers [5]",
+        ],
+        "{info:?}"
+    );
+    let value = |key: &str| {
+        info.iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no {key} in {info:?}"))
+    };
+    assert!(
+        value("per-layer inputs").starts_with("32 values per layer and token"),
+        "{info:?}"
+    );
+    assert_eq!(value("score scale"), "1");
+    assert_eq!(value("logit soft-cap"), "30");
+}
+
+/// A Gemma 4 session holds cache layers of two widths (format version 3):
+/// a fresh context that loads it gives the saver's next logits, and a
+/// session of another shape is refused.
+#[test]
+fn gemma4_sessions_keep_caches_of_two_widths() {
+    let file = Arc::new(GgufFile::from_bytes(family("gemma4").write()).unwrap());
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Arc::new(Model::load(file, device, None).unwrap());
+    let context = || {
+        let params = ContextParams {
+            n_ctx: 64,
+            n_threads: 1,
+            ..ContextParams::default()
+        };
+        Context::new(model.clone(), params).unwrap()
+    };
+    let prompt = [1u32, 450, 4996, 17354, 1701, 29916];
+    let mut a = context();
+    a.decode(&Batch::for_sequence(&prompt, 0, 0).unwrap())
+        .unwrap();
+    a.set_prompt_cache(&prompt);
+    let bytes = session::save_bytes(&a, None).unwrap();
+    assert_eq!(&bytes[8..12], &3u32.to_le_bytes(), "format version");
+    let mut b = context();
+    assert_eq!(
+        session::load_bytes(&mut b, &bytes).unwrap().tokens_loaded,
+        6
+    );
+    let next = |ctx: &mut Context| {
+        ctx.decode(&Batch::for_sequence(&[373], 6, 0).unwrap())
+            .unwrap();
+        ctx.logits(-1).unwrap().to_vec()
+    };
+    assert_eq!(next(&mut b), next(&mut a));
+    // The same rows claimed for one width: refused, the context unchanged.
+    let mut state = a.save_state(None).unwrap();
+    state.kv.widths[0] = state.kv.widths[3];
+    let mut c = context();
+    let e = c.load_state(&state).unwrap_err().to_string();
+    assert!(e.contains("this model's has 4 of [64, 64, 64, 128]"), "{e}");
+    assert!(c.prompt_cache().is_empty());
+}
+
 /// Granite MoE: Granite's multipliers, 2 of 4 experts and a shared one.
 #[test]
 fn granitemoe_shared_expert_q8_0() {
@@ -346,7 +440,10 @@ fn write_synth_models() {
 #[ignore]
 fn write_bench_models() {
     let dir = std::env::var("LAMINA_SYNTH_DIR").expect("LAMINA_SYNTH_DIR");
-    for s in common::synth::BENCH {
+    // `LAMINA_SYNTH_NAMES`: only these (space-separated).
+    let names = std::env::var("LAMINA_SYNTH_NAMES").unwrap_or_default();
+    let wanted = |name: &str| names.is_empty() || names.split(' ').any(|n| n == name);
+    for s in common::synth::BENCH.iter().filter(|s| wanted(s.name)) {
         let path = format!("{dir}/{}.gguf", s.name);
         std::fs::write(&path, s.write()).unwrap();
         println!("{path}");

@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${LAMINA_BENCH_DIR:-$HOME/.cache/lamina/bench}/synth"
 mkdir -p "$dir"
-LAMINA_SYNTH_DIR="$dir" cargo test --release -q --test families write_bench_models \
+LAMINA_SYNTH_DIR="$dir" LAMINA_SYNTH_NAMES="$*" cargo test --release -q --test families write_bench_models \
   -- --ignored --nocapture > "$dir/list.txt"
 mapfile -t models < <(grep '\.gguf$' "$dir/list.txt")
 if [ $# -gt 0 ]; then # only the models named

@@ -29,10 +29,11 @@ AARCH64_FULL_CPU="max,sve256=on"
 # CLI's JSON outputs (the forward passes behind them are gated here by the
 # golden tests; the CLI's own logic runs natively) and the load-time
 # validation of hostile files. So are the shared-batch sequence goldens of
-# Qwen3-MoE, Qwen3.5 and Gemma 3 (their 151k and 32k vocabularies make each output
-# costly; LFM2's, whose recurrent states they test, stays) and Granite MoE
-# (Qwen3-MoE's experts run the same code). Every other golden forward pass
-# still runs.
+# Qwen3-MoE, Qwen3.5 and Gemma 3 and 4 (their 151k and 32k vocabularies
+# make each output costly; LFM2's, whose recurrent states they test,
+# stays), Granite MoE (Qwen3-MoE's experts run the same code) and Gemma 4's
+# session (the format is target-independent code). Every other golden
+# forward pass still runs.
 AARCH64_EMULATION_SKIP=(
   decoding_allocates_nothing_per_token
   bad_inputs_are_clear_errors sequences_in_one_batch_equal_separate_runs
@@ -52,7 +53,8 @@ AARCH64_EMULATION_SKIP=(
   parallel_cancel_and_errors required_tool_calls_follow_the_tools run_with_tools
   run_with_a_lora_adapter
   qwen3moe_sequences_in_shared_batches gemma3_sequences_in_shared_batches granitemoe_shared_expert_q8_0
-  qwen35_sequences_in_shared_batches
+  qwen35_sequences_in_shared_batches gemma4_sequences_in_shared_batches
+  gemma4_sessions_keep_caches_of_two_widths
 )
 declare -A AARCH64_EXPECT=(
   [cortex-a53]="neon 0" [neoverse-n1]="neon-dotprod 0" ["max,sve=off"]="neon-i8mm 0"

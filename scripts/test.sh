@@ -86,7 +86,7 @@ for cpu in "${AARCH64_CPUS[@]}"; do
       --skip chat_q4_1 --skip prose_q4_1 --skip chat_study_tips_q4_1
       --skip qwen2_biases --skip gemma3_sliding --skip smollm3_no_rope --skip granite_
       --skip phi3_ --skip llama3_rope --skip qwen3_qk_norm --skip _iq4_ --skip llama_bf16
-      --skip moe --skip lfm2 --skip qwen35 --skip sequences_in_shared_batches)
+      --skip moe --skip lfm2 --skip qwen35 --skip gemma4 --skip sequences_in_shared_batches)
   fi
   LAMINA_EXPECT_VARIANT=$expect_variant LAMINA_EXPECT_SVE_BITS=$expect_bits \
   CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$qemu" LAMINA_EXEC_WRAPPER="$qemu" \

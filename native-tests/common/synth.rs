@@ -64,6 +64,36 @@ pub struct Synth {
     pub rope_sections: Option<[i32; 4]>,
     /// `tokenizer.ggml.pre` in place of the vocab file's.
     pub pre: Option<&'static str>,
+    /// Gemma 4's layers (`head_dim` is then the global layers').
+    pub gemma4: Option<Gemma4>,
+}
+
+/// Gemma 4's additions: sliding layers (`sliding`, one flag per layer) with
+/// heads of `swa_head_dim`; global layers rotating a quarter of their head
+/// ("proportional" `rope_freqs`) and without `attn_v` (keys serve as
+/// values); the last `shared_kv` layers sharing earlier layers' caches, with
+/// feed-forwards of `wide_ff`; per-layer inputs of `per_layer` values; a
+/// `layer_output_scale` per layer.
+#[derive(Clone, Copy)]
+pub struct Gemma4 {
+    pub sliding: &'static [bool],
+    pub swa_head_dim: u32,
+    pub shared_kv: u32,
+    pub wide_ff: u32,
+    pub per_layer: u32,
+}
+
+impl Gemma4 {
+    /// Layer `i`'s head size and whether it computes and stores its own
+    /// keys and values.
+    fn layer(&self, s: &Synth, i: u32) -> (u32, bool) {
+        let hd = if self.sliding[i as usize] {
+            self.swa_head_dim
+        } else {
+            s.head_dim
+        };
+        (hd, i < s.n_layer - self.shared_kv)
+    }
 }
 
 /// Gated DeltaNets of `n_head_v` value heads over `n_head_k` key heads of
@@ -141,6 +171,7 @@ const BASE: Synth = Synth {
     rope_dim: 0,
     rope_sections: None,
     pre: None,
+    gemma4: None,
 };
 
 /// Phi-3: fused products, LongRoPE factors (a context of up to 4096
@@ -186,6 +217,43 @@ const GEMMA3: Synth = Synth {
         ("attention.sliding_window", 8),
         ("attention.sliding_window_pattern", 3),
     ],
+    ..BASE
+};
+
+/// Gemma 4: six layers, sliding (heads of 64, a window of 8) but for
+/// layers 3 and 5 (heads of 128, RoPE on a quarter of them); layers 4 and
+/// 5 share the caches of layers 2 and 3 and have double-wide
+/// feed-forwards; per-layer inputs of 32 values.
+const GEMMA4: Synth = Synth {
+    name: "gemma4",
+    arch: "gemma4",
+    vocab: "ggml-vocab-llama-spm.gguf",
+    weights: GgmlType::Q4_K,
+    n_layer: 6,
+    head_dim: 128,
+    n_head_kv: 1,
+    qk_norm: true,
+    post_norms: true,
+    keys: &[
+        ("rope.freq_base", 1000000.0),
+        ("rope.freq_base_swa", 10000.0),
+        ("final_logit_softcapping", 30.0),
+    ],
+    u32_keys: &[
+        ("attention.sliding_window", 8),
+        ("attention.key_length_swa", 64),
+        ("attention.value_length_swa", 64),
+        ("rope.dimension_count_swa", 64),
+        ("attention.shared_kv_layers", 2),
+        ("embedding_length_per_layer_input", 32),
+    ],
+    gemma4: Some(Gemma4 {
+        sliding: &[true, true, true, false, true, false],
+        swa_head_dim: 64,
+        shared_kv: 2,
+        wide_ff: 1024,
+        per_layer: 32,
+    }),
     ..BASE
 };
 
@@ -358,6 +426,7 @@ pub const FAMILIES: &[Synth] = &[
         ..BASE
     },
     QWEN35,
+    GEMMA4,
     // Qwen3.5-MoE: Qwen3.5's layers with 2 of 8 experts and a shared expert
     // gated per token; a small vocabulary (Qwen3.5's pre-tokenizer is
     // `qwen35`'s to test), which keeps its runs under emulation short.
@@ -455,9 +524,49 @@ const GRANITE: Synth = Synth {
     ..BASE
 };
 
+/// Gemma 4 E2B's layer kinds: four sliding layers, then a global one.
+const E2B_SLIDING: [bool; 35] = {
+    let mut flags = [true; 35];
+    let mut i = 4;
+    while i < 35 {
+        flags[i] = false;
+        i += 5;
+    }
+    flags
+};
+
 /// Random-weight models at the shapes of real releases, for speed side by
 /// side with the reference (`scripts/bench-synth.sh`), not for goldens.
 pub const BENCH: &[Synth] = &[
+    // Gemma 4 E2B: 35 layers of 1536, 8 heads over 1 KV head (256 wide in
+    // the sliding layers, window 512; 512 wide in every fifth), the last 20
+    // sharing caches with feed-forwards of 12288 (6144 before), per-layer
+    // inputs of 256 (Llama's 32k vocabulary stands in for Gemma's 262k).
+    Synth {
+        name: "gemma4-e2b",
+        n_layer: 35,
+        n_embd: 1536,
+        n_head: 8,
+        n_head_kv: 1,
+        head_dim: 512,
+        n_ff: 6144,
+        u32_keys: &[
+            ("attention.sliding_window", 512),
+            ("attention.key_length_swa", 256),
+            ("attention.value_length_swa", 256),
+            ("rope.dimension_count_swa", 256),
+            ("attention.shared_kv_layers", 20),
+            ("embedding_length_per_layer_input", 256),
+        ],
+        gemma4: Some(Gemma4 {
+            sliding: &E2B_SLIDING,
+            swa_head_dim: 256,
+            shared_kv: 20,
+            wide_ff: 12288,
+            per_layer: 256,
+        }),
+        ..GEMMA4
+    },
     // IBM Granite 3.1 1B-A400M: 24 layers of 8 of 32 experts.
     Synth {
         name: "granitemoe-1b-a400m",
@@ -610,6 +719,26 @@ impl Synth {
                 (key("full_attention_interval"), Value::U32(dn.interval)),
             ]);
         }
+        if let Some(g) = self.gemma4 {
+            meta.push((
+                key("attention.sliding_window_pattern"),
+                Value::Array(lamina::gguf::Array::Bool(g.sliding.to_vec())),
+            ));
+            let ff = (0..self.n_layer)
+                .map(|i| {
+                    if g.layer(self, i).1 {
+                        self.n_ff
+                    } else {
+                        g.wide_ff
+                    }
+                })
+                .collect();
+            meta.retain(|(k, _)| *k != key("feed_forward_length"));
+            meta.push((
+                key("feed_forward_length"),
+                Value::Array(lamina::gguf::Array::U32(ff)),
+            ));
+        }
         if let Some(sections) = self.rope_sections {
             meta.push((
                 key("rope.dimension_sections"),
@@ -655,12 +784,8 @@ impl Synth {
             list: Vec::new(),
             rng: Rng::new(0x5EED_0000 ^ self.name.len() as u64 ^ (self.n_layer as u64) << 8),
         };
-        let (d, qw, kvw, ff) = (
-            self.n_embd as u64,
-            (self.n_head * self.head_dim) as u64,
-            (self.n_head_kv * self.head_dim) as u64,
-            self.n_ff as u64,
-        );
+        // Sizes per layer are set in the loop (Gemma 4's differ).
+        let (d, ff) = (self.n_embd as u64, self.n_ff as u64);
         let wt = self.weights;
         t.matrix(
             "token_embd.weight",
@@ -673,6 +798,16 @@ impl Synth {
         let scale = |cols: u64| 2.0 / (cols as f32).sqrt();
         for i in 0..self.n_layer {
             let n = |n: &str| format!("blk.{i}.{n}.weight");
+            // Gemma 4's layers differ in heads, caches and feed-forwards.
+            let (hd, stores) = self
+                .gemma4
+                .map_or((self.head_dim, true), |g| g.layer(self, i));
+            let (qw, kvw) = ((self.n_head * hd) as u64, (self.n_head_kv * hd) as u64);
+            let ff = match self.gemma4 {
+                Some(g) if !stores => g.wide_ff as u64,
+                _ => ff,
+            };
+            let keys_as_values = self.gemma4.is_some_and(|g| !g.sliding[i as usize]);
             let conv = self.short_conv.filter(|c| c.layers.contains(&i));
             let delta_net = self.delta_net.filter(|dn| dn.recurrent(i));
             let gated_q = self.delta_net.is_some();
@@ -712,8 +847,12 @@ impl Synth {
             } else {
                 let q_rows = if gated_q { 2 * qw } else { qw };
                 t.matrix(&n("attn_q"), wt, q_rows, d, scale(d));
-                t.matrix(&n("attn_k"), wt, kvw, d, scale(d));
-                t.matrix(&n("attn_v"), wt, kvw, d, scale(d));
+                if stores {
+                    t.matrix(&n("attn_k"), wt, kvw, d, scale(d));
+                }
+                if stores && !keys_as_values {
+                    t.matrix(&n("attn_v"), wt, kvw, d, scale(d));
+                }
             }
             if conv.is_none() && delta_net.is_none() {
                 t.matrix(&n("attn_output"), wt, d, qw, scale(qw));
@@ -753,8 +892,19 @@ impl Synth {
             norms.push((n("attn_norm"), d));
             norms.push((n(self.ffn_norm), d));
             if self.qk_norm && conv.is_none() && delta_net.is_none() {
-                norms.push((n("attn_q_norm"), self.head_dim as u64));
-                norms.push((n("attn_k_norm"), self.head_dim as u64));
+                norms.push((n("attn_q_norm"), hd as u64));
+                if stores {
+                    norms.push((n("attn_k_norm"), hd as u64));
+                }
+            }
+            if let Some(g) = self.gemma4 {
+                let pl = g.per_layer as u64;
+                t.matrix(&n("inp_gate"), wt, pl, d, scale(d));
+                // Q8_0: Q4_K's blocks are wider than the 32 inputs.
+                t.matrix(&n("proj"), GgmlType::Q8_0, d, pl, scale(pl));
+                norms.push((n("post_norm"), d));
+                let s = 0.75 + uniform(&mut t.rng, 0.25);
+                t.vector(&n("layer_output_scale"), &[s]);
             }
             if self.post_norms {
                 norms.push((n("post_attention_norm"), d));
@@ -780,6 +930,29 @@ impl Synth {
                 .map(|i| 1.0 + (top - 1.0) * (i as f32 / (half - 1) as f32).powi(2))
                 .collect()
         };
+        if let Some(g) = self.gemma4 {
+            let all = (g.per_layer * self.n_layer) as u64;
+            t.matrix(
+                "per_layer_token_embd.weight",
+                self.embedding,
+                n_vocab,
+                all,
+                1.0,
+            );
+            t.matrix("per_layer_model_proj.weight", wt, all, d, scale(d));
+            let norm: Vec<f32> = (0..g.per_layer)
+                .map(|_| 1.0 + uniform(&mut t.rng, 0.25))
+                .collect();
+            t.vector("per_layer_proj_norm.weight", &norm);
+            // Proportional RoPE as the converter writes it: a quarter of
+            // the global heads' pairs rotate, the others' angles are
+            // divided by 1e30.
+            let rotated = half / 4;
+            let factors: Vec<f32> = (0..half)
+                .map(|i| if i < rotated { 1.0 } else { 1e30 })
+                .collect();
+            t.vector("rope_freqs.weight", &factors);
+        }
         if self.rope_freqs {
             // Llama 3.1's shape: high frequencies kept, low ones divided by
             // up to 8, a smooth ramp between.

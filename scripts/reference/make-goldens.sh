@@ -20,7 +20,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 LAMINA_SYNTH_DIR="$tmp" cargo test --release --test families write_synth_models -- --ignored --nocapture >&2
 
-all_families="llama3 qwen2 qwen3 gemma3 smollm3 phi3 phi3-long llama-q2_k qwen3-q3_k granite granite-nope qwen2-iq4_nl gemma3-iq4_xs llama-bf16 qwen3moe granitemoe lfm2 lfm2moe qwen35 qwen35moe"
+all_families="llama3 qwen2 qwen3 gemma3 smollm3 phi3 phi3-long llama-q2_k qwen3-q3_k granite granite-nope qwen2-iq4_nl gemma3-iq4_xs llama-bf16 qwen3moe granitemoe lfm2 lfm2moe qwen35 qwen35moe gemma4"
 families=${LAMINA_GOLDEN_FAMILIES:-$all_families}
 
 # llama-quantize's k-quant mixtures, whole-file sha256 of its outputs.
@@ -96,7 +96,7 @@ done
 # (seqs.cpp), for the families whose layers keep more than plain KV rows
 # or route tokens: experts, sliding windows, recurrent states.
 second='Once upon a time, in a small village by the sea, there lived'
-for name in qwen3moe gemma3 lfm2 qwen35; do
+for name in qwen3moe gemma3 lfm2 qwen35 gemma4; do
   case " $families " in *" $name "*) ;; *) continue ;; esac
   printf '%s' "$prompt" > "$tmp/a.txt"
   printf '%s' "$second" > "$tmp/b.txt"

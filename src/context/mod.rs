@@ -167,11 +167,10 @@ impl Context {
         let device = model.device().clone();
         // An encoder keeps no KV cache (a sequence is encoded whole), but its
         // cells still place a batch's tokens.
-        let layout = model.arch().kv_layout().unwrap_or(KvLayout {
-            n_layer: 0,
-            width: model.n_embd(),
-            head_dim: model.n_embd(),
-        });
+        let layout = model
+            .arch()
+            .kv_layout()
+            .unwrap_or(KvLayout { layers: Vec::new() });
         let kv = KvCache::new(
             device.buffer_type().as_ref(),
             layout,

@@ -30,13 +30,28 @@ struct LayerKv {
     v: CacheBuffer,
 }
 
-/// The shape of a model's cache: what an architecture asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The shape of a model's cache: what an architecture asks for, one entry
+/// per cache layer (Gemma 4's sliding and global layers differ).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvLayout {
-    pub n_layer: usize,
+    pub layers: Vec<KvRows>,
+}
+
+/// One cache layer's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvRows {
     /// Values per cell row: KV heads x head dim.
     pub width: usize,
     pub head_dim: usize,
+}
+
+impl KvLayout {
+    /// `n_layer` layers of the same rows.
+    pub fn uniform(n_layer: usize, rows: KvRows) -> KvLayout {
+        KvLayout {
+            layers: vec![rows; n_layer],
+        }
+    }
 }
 
 /// Positions `0..n_cells` of one sequence copied out of a cache: each
@@ -46,8 +61,8 @@ pub struct KvLayout {
 pub struct KvSnapshot {
     pub type_k: KvType,
     pub type_v: KvType,
-    /// Values per row.
-    pub width: usize,
+    /// Values per row, per layer.
+    pub widths: Vec<usize>,
     pub n_cells: usize,
     /// Per layer, `n_cells` K rows then `n_cells` V rows.
     pub layers: Vec<(Vec<u8>, Vec<u8>)>,
@@ -58,7 +73,6 @@ pub struct KvCache {
     cell_seqs: Vec<u64>,
     cell_pos: Vec<i32>,
     layers: Vec<LayerKv>,
-    width: usize,
     type_k: KvType,
     type_v: KvType,
     /// One past the highest occupied cell: attention scans cells below it.
@@ -108,10 +122,14 @@ impl KvCache {
         type_v: KvType,
     ) -> Result<KvCache> {
         for (what, t) in [("K", type_k), ("V", type_v)] {
-            if t == KvType::Q8_0 && layout.head_dim % QK != 0 {
+            if let Some(rows) = layout
+                .layers
+                .iter()
+                .find(|r| t == KvType::Q8_0 && r.head_dim % QK != 0)
+            {
                 return Err(Error::InvalidArgument(format!(
                     "a q8_0 {what} cache needs a head size that is a multiple of {QK}, this model's is {}",
-                    layout.head_dim
+                    rows.head_dim
                 )));
             }
         }
@@ -121,31 +139,31 @@ impl KvCache {
         // The whole cache is checked against the memory available before
         // any of it is allocated (allocations succeed lazily and fill memory
         // as they are zeroed).
-        let row_bytes = type_k.bytes_per_row(layout.width) + type_v.bytes_per_row(layout.width);
-        let bytes = (row_bytes as u64)
-            .checked_mul(layout.n_layer as u64)
-            .and_then(|b| b.checked_mul(n_ctx as u64))
-            .unwrap_or(u64::MAX);
+        let row_bytes: u64 = layout
+            .layers
+            .iter()
+            .map(|r| (type_k.bytes_per_row(r.width) + type_v.bytes_per_row(r.width)) as u64)
+            .sum();
+        let bytes = row_bytes.saturating_mul(n_ctx as u64);
         crate::memory::check_fits(
             &format!("a KV cache of {n_ctx} positions"),
             bytes,
             "n_ctx / -c sets the positions",
         )?;
         let mut layers = Vec::new();
-        layers.try_reserve_exact(layout.n_layer).map_err(|_| {
-            Error::InvalidArgument(format!("{} cache layers are too many", layout.n_layer))
+        layers.try_reserve_exact(layout.layers.len()).map_err(|_| {
+            Error::InvalidArgument(format!("{} cache layers are too many", layout.layers.len()))
         })?;
-        for _ in 0..layout.n_layer {
+        for rows in &layout.layers {
             layers.push(LayerKv {
-                k: CacheBuffer::new(bt, type_k, layout.width, n_ctx)?,
-                v: CacheBuffer::new(bt, type_v, layout.width, n_ctx)?,
+                k: CacheBuffer::new(bt, type_k, rows.width, n_ctx)?,
+                v: CacheBuffer::new(bt, type_v, rows.width, n_ctx)?,
             });
         }
         Ok(KvCache {
             cell_seqs: cells(n_ctx)?,
             cell_pos: cells(n_ctx)?,
             layers,
-            width: layout.width,
             type_k,
             type_v,
             used_end: 0,
@@ -268,7 +286,8 @@ impl KvCache {
             )));
         }
         let moving: Vec<usize> = (0..self.n_ctx()).filter(|&i| moves(i)).collect();
-        let mut row = vec![0.0f32; self.width];
+        let widest = self.layers.iter().map(|l| l.k.width()).max().unwrap_or(0);
+        let mut row = vec![0.0f32; widest];
         for &i in &moving {
             let new_pos = self.cell_pos[i] + delta;
             if new_pos < 0 {
@@ -277,9 +296,10 @@ impl KvCache {
             }
             self.cell_pos[i] = new_pos;
             for (l, layer) in self.layers.iter_mut().enumerate() {
-                be.get_row(layer.k.view(), i, &mut row)?;
-                shift(be, l, &mut row, delta)?;
-                be.set_row(&row, layer.k.view_mut(), i)?;
+                let row = &mut row[..layer.k.width()];
+                be.get_row(layer.k.view(), i, row)?;
+                shift(be, l, row, delta)?;
+                be.set_row(row, layer.k.view_mut(), i)?;
             }
         }
         self.refresh_used_end();
@@ -317,7 +337,7 @@ impl KvCache {
         Ok(KvSnapshot {
             type_k: self.type_k,
             type_v: self.type_v,
-            width: self.width,
+            widths: self.widths(),
             n_cells: n,
             layers: self
                 .layers
@@ -342,13 +362,13 @@ impl KvCache {
                 self.type_v.name()
             )));
         }
-        if snap.width != self.width || snap.layers.len() != self.layers.len() {
+        if snap.widths != self.widths() || snap.layers.len() != self.layers.len() {
             return Err(Error::InvalidArgument(format!(
                 "the saved cache has {} layers of rows of {}, this model's has {} of {}",
                 snap.layers.len(),
-                snap.width,
+                widths_text(&snap.widths),
                 self.layers.len(),
-                self.width
+                widths_text(&self.widths())
             )));
         }
         if snap.n_cells > self.n_ctx() {
@@ -439,11 +459,11 @@ impl KvCache {
         k: &[f32],
         v: &[f32],
     ) -> Result<()> {
-        let w = self.width;
         let layer = self
             .layers
             .get_mut(l)
             .ok_or_else(|| Error::InvalidArgument(format!("layer {l} has no cache")))?;
+        let w = layer.k.width();
         if k.len() != cells.len() * w || v.len() != cells.len() * w {
             return Err(Error::InvalidArgument(format!(
                 "cache store: {} and {} values for {} rows of {w}",
@@ -481,13 +501,14 @@ impl KvCache {
             .ok_or_else(|| Error::InvalidArgument(format!("layer {l} has no cache")))?;
         let cells = self.used_end;
         let (k, v) = (layer.k.view(), layer.v.view());
-        let head_dim = self.head_dim_of(n_head, q.len() / pos.len().max(1))?;
+        let width = layer.k.width();
+        let head_dim = head_dim_of(n_head, q.len() / pos.len().max(1), width)?;
         let args = AttentionArgs {
             q,
             k: trim(k, cells),
             v: trim(v, cells),
             n_head,
-            n_head_kv: self.width / head_dim,
+            n_head_kv: width / head_dim,
             head_dim,
             scale,
             cell_pos: &self.cell_pos[..cells],
@@ -500,16 +521,29 @@ impl KvCache {
         be.attention(&args, out)
     }
 
-    /// The head size, from the query width per token and its heads.
-    fn head_dim_of(&self, n_head: usize, q_width: usize) -> Result<usize> {
-        let head_dim = q_width / n_head.max(1);
-        if n_head == 0 || head_dim == 0 || q_width % n_head != 0 || self.width % head_dim != 0 {
-            return Err(Error::InvalidArgument(format!(
-                "queries of {q_width} values in {n_head} heads do not fit cache rows of {}",
-                self.width
-            )));
-        }
-        Ok(head_dim)
+    /// Values per row, per layer.
+    fn widths(&self) -> Vec<usize> {
+        self.layers.iter().map(|l| l.k.width()).collect()
+    }
+}
+
+/// The head size, from the query width per token and its heads, checked
+/// against cache rows of `width`.
+fn head_dim_of(n_head: usize, q_width: usize, width: usize) -> Result<usize> {
+    let head_dim = q_width / n_head.max(1);
+    if n_head == 0 || head_dim == 0 || q_width % n_head != 0 || width % head_dim != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "queries of {q_width} values in {n_head} heads do not fit cache rows of {width}"
+        )));
+    }
+    Ok(head_dim)
+}
+
+/// Row widths for a message: one number when every layer has it.
+fn widths_text(widths: &[usize]) -> String {
+    match widths.first() {
+        Some(w) if widths.iter().all(|o| o == w) => w.to_string(),
+        _ => format!("{widths:?}"),
     }
 }
 

@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
-use super::decoder::{self, Activation, Keys, LayerSpec, Mixer, Parts};
+use super::decoder::{self, Activation, LayerSpec, Mixer, Parts};
 use super::weights::Progress;
 use super::Architecture;
 use crate::backend::{Device, Rope, RopeKind};
-use crate::error::{Error, Result};
-use crate::gguf::{Array, GgufFile, Value};
+use crate::error::Result;
+use crate::gguf::GgufFile;
 
 /// Gemma 3's interleaving when the file does not give one.
 const DEFAULT_PATTERN: usize = 6;
@@ -44,7 +44,7 @@ pub(crate) fn load(
         .opt_usize("attention.sliding_window")?
         .filter(|&w| w > 0);
     let sliding = match window {
-        Some(_) => sliding_layers(&keys, shape.n_layer)?,
+        Some(_) => decoder::sliding_layers(&keys, shape.n_layer, DEFAULT_PATTERN)?,
         None => vec![false; shape.n_layer],
     };
     let local = Rope {
@@ -59,12 +59,16 @@ pub(crate) fn load(
                 mixer: Mixer::Attention,
                 rope: Some(local.clone()),
                 window,
+                heads: None,
+                kv_from: None,
             }
         } else {
             LayerSpec {
                 mixer: Mixer::Attention,
                 rope: Some(global.clone()),
                 window: None,
+                heads: None,
+                kv_from: None,
             }
         }
     };
@@ -76,24 +80,4 @@ pub(crate) fn load(
     decoder::load(
         "gemma3", file, device, progress, shape, recipe, parts, &spec,
     )
-}
-
-/// Which layers use the sliding window: `attention.sliding_window_pattern`
-/// as one flag per layer, or as a period n (layer i slides unless
-/// i % n == n - 1; n = 0: every layer slides).
-fn sliding_layers(keys: &Keys, n_layer: usize) -> Result<Vec<bool>> {
-    let key = "attention.sliding_window_pattern";
-    match keys.value(key) {
-        Some(Value::Array(Array::Bool(flags))) if flags.len() == n_layer => {
-            return Ok(flags.clone())
-        }
-        Some(Value::Array(_)) => {
-            return Err(Error::InvalidArgument(format!(
-                "gemma3.{key} must be {n_layer} booleans, one per layer"
-            )))
-        }
-        _ => {}
-    }
-    let n = keys.opt_usize(key)?.unwrap_or(DEFAULT_PATTERN);
-    Ok((0..n_layer).map(|i| n == 0 || i % n < n - 1).collect())
 }

@@ -43,6 +43,8 @@ pub(crate) fn load(
         mixer: Mixer::Attention,
         rope: uses_rope.then(|| rope.clone()),
         window: None,
+        heads: None,
+        kv_from: None,
     };
     let experts = if arch == "granitemoe" {
         Some(MoeSpec {

@@ -64,12 +64,16 @@ pub(crate) fn load(
                 mixer: Mixer::Attention,
                 rope: Some(rope.clone()),
                 window,
+                heads: None,
+                kv_from: None,
             }
         } else {
             LayerSpec {
                 mixer: Mixer::ShortConv,
                 rope: None,
                 window: None,
+                heads: None,
+                kv_from: None,
             }
         }
     };

@@ -10,6 +10,7 @@
 pub mod bert;
 mod decoder;
 mod gemma3;
+mod gemma4;
 mod granite;
 mod lfm2;
 pub mod llama;
@@ -188,6 +189,7 @@ const ARCHITECTURES: &[(&str, LoadFn)] = &[
     ("lfm2", |f, d, p| lfm2::load("lfm2", f, d, p)),
     ("lfm2moe", |f, d, p| lfm2::load("lfm2moe", f, d, p)),
     ("gemma3", gemma3::load),
+    ("gemma4", gemma4::load),
     ("smollm3", smollm3::load),
     ("granite", |f, d, p| granite::load("granite", f, d, p)),
     ("granitemoe", |f, d, p| granite::load("granitemoe", f, d, p)),
@@ -201,6 +203,9 @@ pub struct Model {
     arch: Box<dyn Architecture>,
     file: Arc<GgufFile>,
     device: Arc<dyn Device>,
+    /// A decoder with a KV cache (asked on every decode: the layout itself
+    /// is a list, built once here).
+    generates: bool,
 }
 
 impl Model {
@@ -234,6 +239,7 @@ impl Model {
         }
         let model = Model {
             vocab,
+            generates: arch.kv_layout().is_some(),
             arch,
             file,
             device,
@@ -275,7 +281,7 @@ impl Model {
 
     /// Whether the model generates (a decoder with a KV cache).
     pub fn can_generate(&self) -> bool {
-        self.arch.kv_layout().is_some()
+        self.generates
     }
 
     /// Width of the hidden states (and of embeddings).

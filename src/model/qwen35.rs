@@ -77,12 +77,16 @@ pub(crate) fn load(
                 mixer: Mixer::DeltaNet,
                 rope: None,
                 window: None,
+                heads: None,
+                kv_from: None,
             }
         } else {
             LayerSpec {
                 mixer: Mixer::Attention,
                 rope: Some(rope.clone()),
                 window: None,
+                heads: None,
+                kv_from: None,
             }
         }
     };

@@ -23,6 +23,8 @@ pub(crate) fn load(
         mixer: Mixer::Attention,
         rope: ((i + 1) % NO_ROPE_LAYER_STEP != 0).then(|| rope.clone()),
         window: None,
+        heads: None,
+        kv_from: None,
     };
     decoder::load(
         "smollm3",

@@ -11,17 +11,19 @@
 //! | bytes | what |
 //! |---|---|
 //! | 8 | magic `LAMSESS\0` |
-//! | 4 | format version (2) |
+//! | 4 | format version (2, or 3 where the layers' rows differ) |
 //! | 8 | the model's fingerprint (`fingerprint`) |
 //! | 4 + n | the model's description, for error messages (UTF-8) |
 //! | 4 + n, 4 + n | the K and V cache types' names (`f16`, `f32`, `q8_0`) |
-//! | 4, 4, 4 | values per cache row, layers, tokens (`n`) |
+//! | 4, 4, 4 | values per cache row, layers, tokens (`n`); version 3: layers (`L`), tokens, then `4 · L` values per row of each layer |
 //! | 4 · n | the tokens |
 //! | per layer | `n` K rows then `n` V rows, as the cache stores them |
 //! | 4 + 4 · m | (version 2) the recurrent layers' states after the tokens: `m` f32 values (0 without such layers) |
 //! | 8 | checksum of everything before it (`checksum`) |
 //!
-//! Version 1 files (no recurrent states) still load.
+//! A cache whose layers all have rows of one width (every model but Gemma
+//! 4's) is written as version 2; version 1 files (no recurrent states) still
+//! load.
 //!
 //! Reading checks the magic, the version and the checksum before anything
 //! else, then every size against the bytes present before allocating;
@@ -38,7 +40,7 @@ use crate::model::Model;
 pub use hash::{checksum, fingerprint};
 
 const MAGIC: &[u8; 8] = b"LAMSESS\0";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// What loading a session gave the context.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -116,15 +118,27 @@ pub fn encode(model: &Model, state: &SequenceState) -> Vec<u8> {
         put_u32(out, s.len());
         out.extend_from_slice(s.as_bytes());
     };
+    // Version 2 where one width fits every layer, so such files stay
+    // readable by the lamina that wrote version 2.
+    let uniform = kv.widths.iter().all(|&w| Some(&w) == kv.widths.first());
+    let version = if uniform { 2 } else { VERSION };
     out.extend_from_slice(MAGIC);
-    put_u32(&mut out, VERSION as usize);
+    put_u32(&mut out, version as usize);
     out.extend_from_slice(&fingerprint(model).to_le_bytes());
     put_str(&mut out, &model_description(model));
     put_str(&mut out, kv.type_k.name());
     put_str(&mut out, kv.type_v.name());
-    put_u32(&mut out, kv.width);
-    put_u32(&mut out, kv.layers.len());
-    put_u32(&mut out, state.tokens.len());
+    if uniform {
+        put_u32(&mut out, kv.widths.first().copied().unwrap_or(0));
+        put_u32(&mut out, kv.layers.len());
+        put_u32(&mut out, state.tokens.len());
+    } else {
+        put_u32(&mut out, kv.layers.len());
+        put_u32(&mut out, state.tokens.len());
+        for &w in &kv.widths {
+            put_u32(&mut out, w);
+        }
+    }
     for &t in &state.tokens {
         out.extend_from_slice(&t.to_le_bytes());
     }
@@ -158,7 +172,7 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         bytes: &bytes[MAGIC.len()..body_len],
     };
     let version = r.u32("the version")?;
-    if version != 1 && version != VERSION {
+    if !(1..=VERSION).contains(&version) {
         return Err(bad(format!(
             "format version {version}, this lamina reads versions 1 to {VERSION}"
         )));
@@ -181,32 +195,55 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
     }
     let type_k = KvType::from_name(&r.string("the K cache type")?)?;
     let type_v = KvType::from_name(&r.string("the V cache type")?)?;
-    let width = r.u32("the row width")? as usize;
-    let n_layer = r.u32("the layer count")? as usize;
-    let n = r.u32("the token count")? as usize;
+    let (widths, n) = if version >= 3 {
+        let n_layer = r.u32("the layer count")? as usize;
+        let n = r.u32("the token count")? as usize;
+        let widths = r
+            .take("the row widths", n_layer.checked_mul(4))?
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")) as usize)
+            .collect();
+        (widths, n)
+    } else {
+        let width = r.u32("the row width")? as usize;
+        let n_layer = r.u32("the layer count")? as usize;
+        let n = r.u32("the token count")? as usize;
+        // Checked against the bytes below; the list is only as long as
+        // the rows that follow can be.
+        if n_layer > r.bytes.len() {
+            return Err(bad(format!(
+                "{n_layer} layers need more than the {} bytes present",
+                r.bytes.len()
+            )));
+        }
+        (vec![width; n_layer], n)
+    };
+    let n_layer = widths.len();
     let tokens_bytes = r.take("the tokens", n.checked_mul(4))?;
     let tokens: Vec<u32> = tokens_bytes
         .chunks_exact(4)
         .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
         .collect();
-    let (k_row, v_row) = (type_k.bytes_per_row(width), type_v.bytes_per_row(width));
+    let rows_of = |w: usize| (type_k.bytes_per_row(w), type_v.bytes_per_row(w));
     // Every layer's rows (and, from version 2, the recurrent states' count
     // after them) must be present before any is copied.
-    let per_layer = n
-        .checked_mul(k_row)
-        .and_then(|k| n.checked_mul(v_row).and_then(|v| k.checked_add(v)));
     let after = if version >= 2 { 4 } else { 0 };
-    let needed = per_layer
-        .and_then(|p| p.checked_mul(n_layer))
-        .and_then(|rows| rows.checked_add(after));
+    let needed = widths.iter().try_fold(after, |sum: usize, &w| {
+        let (k_row, v_row) = rows_of(w);
+        let layer = n
+            .checked_mul(k_row)
+            .and_then(|k| n.checked_mul(v_row).and_then(|v| k.checked_add(v)))?;
+        sum.checked_add(layer)
+    });
     if needed.is_none_or(|all| all > r.bytes.len()) {
         return Err(bad(format!(
-            "{n_layer} layers of {n} rows of {width} values need more than the {} bytes present",
+            "{n_layer} layers of {n} rows need more than the {} bytes present",
             r.bytes.len()
         )));
     }
     let mut layers = Vec::with_capacity(n_layer);
-    for _ in 0..n_layer {
+    for &w in &widths {
+        let (k_row, v_row) = rows_of(w);
         let k = r.take("K rows", Some(n * k_row))?.to_vec();
         let v = r.take("V rows", Some(n * v_row))?.to_vec();
         layers.push((k, v));
@@ -237,7 +274,7 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         kv: KvSnapshot {
             type_k,
             type_v,
-            width,
+            widths,
             n_cells: n,
             layers,
         },

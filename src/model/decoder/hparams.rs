@@ -109,6 +109,10 @@ pub struct Shape {
     /// Layers without KV heads (a per-layer `head_count_kv` with zeros:
     /// LFM2's convolution layers); empty when every layer attends.
     pub kv_free: Vec<bool>,
+    /// Each layer's feed-forward size where `feed_forward_length` is given
+    /// per layer (Gemma 4's double-wide layers; `n_ff` is then the widest);
+    /// empty when every layer has `n_ff`.
+    pub ff_layers: Vec<usize>,
 }
 
 /// `head_count_kv` given per layer: the count the attending layers share,
@@ -140,6 +144,40 @@ fn per_layer_kv_heads(keys: &Keys, a: &Array, n_layer: usize) -> Result<(usize, 
             "{key} is {counts:?}: the layers that attend must share one positive KV head count"
         ))),
     }
+}
+
+/// A size given per layer: `n_layer` non-negative counts, u32 or i32.
+pub(crate) fn per_layer_sizes(
+    keys: &Keys,
+    key: &str,
+    a: &Array,
+    n_layer: usize,
+) -> Result<Vec<usize>> {
+    let name = keys.name(key);
+    let sizes: Vec<i64> = match a {
+        Array::U32(v) => v.iter().map(|&c| c as i64).collect(),
+        Array::I32(v) => v.iter().map(|&c| c as i64).collect(),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{name} is an array of {}: sizes are u32 or i32",
+                other.element_type().name()
+            )))
+        }
+    };
+    if sizes.len() != n_layer {
+        return Err(Error::InvalidArgument(format!(
+            "{name} has {} values for {n_layer} layers",
+            sizes.len()
+        )));
+    }
+    sizes
+        .iter()
+        .map(|&v| {
+            usize::try_from(v).map_err(|_| {
+                Error::InvalidArgument(format!("{name} has {v}: sizes cannot be negative"))
+            })
+        })
+        .collect()
 }
 
 impl Shape {
@@ -187,7 +225,16 @@ impl Shape {
         }
         // A mixture of experts may leave it out (0: the dense layers that
         // need it then say it is missing).
-        let n_ff = keys.opt_usize("feed_forward_length")?.unwrap_or(0);
+        let (n_ff, ff_layers) = match keys.value("feed_forward_length") {
+            Some(Value::Array(a)) => {
+                let sizes = per_layer_sizes(keys, "feed_forward_length", a, n_layer)?;
+                (sizes.iter().copied().max().unwrap_or(0), sizes)
+            }
+            _ => (
+                keys.opt_usize("feed_forward_length")?.unwrap_or(0),
+                Vec::new(),
+            ),
+        };
         let n_ctx_train = keys.usize("context_length")?;
         if n_ctx_train == 0 {
             return Err(Error::InvalidArgument(format!(
@@ -215,22 +262,18 @@ impl Shape {
             n_vocab,
             n_ctx_train,
             kv_free,
+            ff_layers,
         })
+    }
+
+    /// Layer `i`'s feed-forward size.
+    pub fn n_ff_of(&self, i: usize) -> usize {
+        self.ff_layers.get(i).copied().unwrap_or(self.n_ff)
     }
 
     /// Whether layer `i` has KV heads.
     pub fn attends(&self, i: usize) -> bool {
         self.kv_free.get(i) != Some(&true)
-    }
-
-    /// Query values per token.
-    pub fn q_width(&self) -> usize {
-        self.n_head * self.head_dim
-    }
-
-    /// Key (and value) values per token.
-    pub fn kv_width(&self) -> usize {
-        self.n_head_kv * self.head_dim
     }
 }
 
@@ -291,6 +334,8 @@ pub(crate) fn uniform(rope: &Rope) -> impl Fn(usize) -> LayerSpec + '_ {
         mixer: super::Mixer::Attention,
         rope: Some(rope.clone()),
         window: None,
+        heads: None,
+        kv_from: None,
     }
 }
 
@@ -337,4 +382,25 @@ pub(crate) fn factors(file: &GgufFile, name: &str, rope_dim: usize) -> Result<Op
         Some(t) => Ok(Some(vector(file, &t, rope_dim / 2)?)),
         None => Ok(None),
     }
+}
+
+/// Which layers use the sliding window: `attention.sliding_window_pattern`
+/// as one flag per layer, or as a period n (layer i slides unless
+/// i % n == n - 1; n = 0: every layer slides), `default` when absent.
+pub(crate) fn sliding_layers(keys: &Keys, n_layer: usize, default: usize) -> Result<Vec<bool>> {
+    let key = "attention.sliding_window_pattern";
+    match keys.value(key) {
+        Some(Value::Array(Array::Bool(flags))) if flags.len() == n_layer => {
+            return Ok(flags.clone())
+        }
+        Some(Value::Array(_)) => {
+            return Err(Error::InvalidArgument(format!(
+                "{} must be {n_layer} booleans, one per layer",
+                keys.name(key)
+            )))
+        }
+        _ => {}
+    }
+    let n = keys.opt_usize(key)?.unwrap_or(default);
+    Ok((0..n_layer).map(|i| n == 0 || i % n < n - 1).collect())
 }

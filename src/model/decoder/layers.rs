@@ -5,14 +5,15 @@ use std::sync::Arc;
 
 use super::delta_net::DeltaNet;
 use super::moe::Experts;
+use super::per_layer::{Inputs, LayerInput};
 use super::short_conv::ShortConv;
-use super::{Decoder, LayerSpec, Mixer, Parts, Recipe, Shape};
+use super::{Decoder, Heads, LayerSpec, Mixer, Parts, Recipe, Shape};
 use crate::backend::{Device, Matrix, Op};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::kv::RecurrentLayout;
 use crate::model::weights::{
-    matrix, named_matrix, named_vector, shaped, table, tensor, LoadSteps, Progress, Tensor,
+    matrix, named_matrix, named_vector, shaped, table, tensor, vector, LoadSteps, Progress, Tensor,
 };
 use crate::model::Architecture;
 
@@ -22,6 +23,10 @@ use crate::model::Architecture;
 pub(super) enum Qkv {
     Separate([Matrix; 3]),
     Fused(Matrix),
+    /// Q and K; the keys serve as values (Gemma 4 without `attn_v`).
+    KeysAsValues([Matrix; 2]),
+    /// Q alone: the layer reads an earlier layer's keys and values.
+    QueryOnly(Matrix),
 }
 
 /// The feed-forward's gate and up: two matrices, or one whose output rows
@@ -49,8 +54,14 @@ pub(super) struct Attention {
     /// then its gates), which gates the attention's output through a
     /// sigmoid (Qwen3.5).
     pub(super) gated: bool,
-    /// This layer's number among the attention layers: its KV cache layer.
+    /// The KV cache layer the layer attends over: its own, or the one of
+    /// the earlier layer it shares.
     pub(super) kv_layer: usize,
+    /// The layer computes and stores keys and values (else it shares an
+    /// earlier layer's).
+    pub(super) stores: bool,
+    /// Ones of a head's size: values are RMS-normed per head, unweighted.
+    pub(super) value_norm: Option<Vec<f32>>,
 }
 
 /// What mixes a layer's tokens: attention over the KV cache, or a
@@ -65,12 +76,20 @@ pub(super) enum Mixing {
 
 pub(super) struct Layer {
     pub(super) spec: LayerSpec,
+    /// The attention's heads (the shape's unless the spec says otherwise).
+    pub(super) heads: Heads,
+    /// The dense feed-forward's size.
+    pub(super) n_ff: usize,
     pub(super) attn_norm: Vec<f32>,
     pub(super) mixing: Mixing,
     pub(super) post_attn_norm: Option<Vec<f32>>,
     pub(super) ffn_norm: Vec<f32>,
     pub(super) ffn: Ffn,
     pub(super) post_ffn_norm: Option<Vec<f32>>,
+    /// Gemma 4's per-layer input, added after the feed-forward.
+    pub(super) per_layer: Option<LayerInput>,
+    /// Multiplies the layer's output (Gemma 4's `layer_output_scale`).
+    pub(super) output_scale: Option<f32>,
 }
 
 impl Layer {
@@ -79,7 +98,8 @@ impl Layer {
             Mixing::Attention(a) => {
                 let mut m: Vec<&Matrix> = match &a.qkv {
                     Qkv::Separate(w) => w.iter().collect(),
-                    Qkv::Fused(w) => vec![w],
+                    Qkv::KeysAsValues(w) => w.iter().collect(),
+                    Qkv::Fused(w) | Qkv::QueryOnly(w) => vec![w],
                 };
                 m.push(&a.wo);
                 m
@@ -97,24 +117,28 @@ impl Layer {
             }
             Ffn::Experts(e) => m.extend(e.matrices()),
         }
+        if let Some(p) = &self.per_layer {
+            m.extend(p.matrices());
+        }
         m
     }
 
     /// Values per token a fused product writes before they are split (0:
     /// none).
-    pub(super) fn fused_width(&self, sh: &Shape) -> usize {
+    pub(super) fn fused_width(&self) -> usize {
+        let h = self.heads;
         let qkv = match &self.mixing {
             Mixing::Attention(Attention {
                 qkv: Qkv::Fused(_), ..
-            }) => sh.q_width() + 2 * sh.kv_width(),
-            Mixing::Attention(Attention { gated: true, .. }) => 2 * sh.q_width(),
+            }) => h.q_width() + 2 * h.kv_width(),
+            Mixing::Attention(Attention { gated: true, .. }) => 2 * h.q_width(),
             _ => 0,
         };
         let gate_up = match self.ffn {
             Ffn::Dense {
                 gate_up: GateUp::Fused(_),
                 ..
-            } => 2 * sh.n_ff,
+            } => 2 * self.n_ff,
             _ => 0,
         };
         qkv.max(gate_up)
@@ -133,13 +157,16 @@ pub(crate) fn load(
     parts: Parts,
     spec: &dyn Fn(usize) -> LayerSpec,
 ) -> Result<Box<dyn Architecture>> {
-    let (d, qw, kvw, ff) = (shape.n_embd, shape.q_width(), shape.kv_width(), shape.n_ff);
-    let hd = shape.head_dim;
+    let d = shape.n_embd;
     let embd = shaped(tensor(file, "token_embd.weight")?, shape.n_vocab, d)?;
     let mut steps = LoadSteps::new(file, progress)?;
     let bind = |name: &str, rows: usize, cols: usize| named_matrix(device, file, name, rows, cols);
     let vec_of = |name: &str, len: usize| named_vector(file, name, len);
-    let mut layers = Vec::new();
+    let per_layer_width = match parts.per_layer_inputs {
+        true => per_layer_width(file, name)?,
+        false => 0,
+    };
+    let mut layers: Vec<Layer> = Vec::new();
     layers
         .try_reserve_exact(shape.n_layer)
         .map_err(|_| Error::InvalidArgument(format!("{} layers are too many", shape.n_layer)))?;
@@ -148,6 +175,12 @@ pub(crate) fn load(
         let w = |n: &str| format!("blk.{i}.{n}.weight");
         let b = |n: &str| format!("blk.{i}.{n}.bias");
         let layer_spec = spec(i);
+        let heads = layer_spec.heads.unwrap_or(Heads {
+            n_head: shape.n_head,
+            n_head_kv: shape.n_head_kv,
+            head_dim: shape.head_dim,
+        });
+        let (qw, kvw, hd) = (heads.q_width(), heads.kv_width(), heads.head_dim);
         let mixing = match layer_spec.mixer {
             Mixer::Attention => {
                 if !shape.attends(i) {
@@ -155,6 +188,11 @@ pub(crate) fn load(
                         "layer {i} has no KV heads, and every {name} layer attends"
                     )));
                 }
+                let shared = match layer_spec.kv_from {
+                    Some(from) => Some(shared_cache(&layers, i, from, &layer_spec, heads)?),
+                    None => None,
+                };
+                let stores = shared.is_none();
                 let bias = if parts.qkv_bias && optional(file, &b("attn_q"))?.is_some() {
                     Some([
                         vec_of(&b("attn_q"), qw)?,
@@ -167,7 +205,12 @@ pub(crate) fn load(
                 let qk_norm = if parts.qk_norm {
                     Some([
                         vec_of(&w("attn_q_norm"), hd)?,
-                        vec_of(&w("attn_k_norm"), hd)?,
+                        // A layer that stores no keys has no use for their norm.
+                        if stores {
+                            vec_of(&w("attn_k_norm"), hd)?
+                        } else {
+                            Vec::new()
+                        },
                     ])
                 } else {
                     None
@@ -179,20 +222,35 @@ pub(crate) fn load(
                 let q_rows = if parts.gated_q { 2 * qw } else { qw };
                 let qkv = match fused_qkv {
                     Some(t) => Qkv::Fused(matrix(device, file, &shaped(t, qw + 2 * kvw, d)?)?),
+                    None if !stores => Qkv::QueryOnly(bind(&w("attn_q"), q_rows, d)?),
+                    None if parts.value_norm && optional(file, &w("attn_v"))?.is_none() => {
+                        Qkv::KeysAsValues([
+                            bind(&w("attn_q"), q_rows, d)?,
+                            bind(&w("attn_k"), kvw, d)?,
+                        ])
+                    }
                     None => Qkv::Separate([
                         bind(&w("attn_q"), q_rows, d)?,
                         bind(&w("attn_k"), kvw, d)?,
                         bind(&w("attn_v"), kvw, d)?,
                     ]),
                 };
-                n_attention += 1;
+                let kv_layer = match shared {
+                    Some(kv_layer) => kv_layer,
+                    None => {
+                        n_attention += 1;
+                        n_attention - 1
+                    }
+                };
                 Mixing::Attention(Attention {
                     qkv,
                     bias,
                     qk_norm,
                     wo: bind(&w("attn_output"), d, qw)?,
                     gated: parts.gated_q,
-                    kv_layer: n_attention - 1,
+                    kv_layer,
+                    stores,
+                    value_norm: parts.value_norm.then(|| vec![1.0; hd]),
                 })
             }
             Mixer::ShortConv => {
@@ -214,6 +272,7 @@ pub(crate) fn load(
                 Mixing::DeltaNet(DeltaNet::load(device, file, i, d, dn, n_recurrent - 1)?)
             }
         };
+        let ff = shape.n_ff_of(i);
         let (post_attn_norm, post_ffn_norm) = if parts.post_norms {
             (
                 Some(vec_of(&w("post_attention_norm"), d)?),
@@ -241,14 +300,28 @@ pub(crate) fn load(
                 }
             }
         };
+        let per_layer = match per_layer_width {
+            0 => None,
+            width => Some(LayerInput::load(device, file, i, d, width)?),
+        };
+        let output_scale = match parts.output_scale {
+            true => optional(file, &w("layer_output_scale"))?
+                .map(|t| vector(file, &t, 1).map(|v| v[0]))
+                .transpose()?,
+            false => None,
+        };
         let layer = Layer {
             spec: layer_spec,
+            heads,
+            n_ff: ff,
             attn_norm: vec_of(&w("attn_norm"), d)?,
             mixing,
             post_attn_norm,
             ffn_norm: vec_of(&w(parts.ffn_norm.unwrap_or("ffn_norm")), d)?,
             ffn,
             post_ffn_norm,
+            per_layer,
+            output_scale,
         };
         steps.step(layer.matrices().iter().map(|m| m.size_bytes()).sum())?;
         layers.push(layer);
@@ -275,6 +348,17 @@ pub(crate) fn load(
     };
     let output_norm = vec_of(parts.output_norm.unwrap_or("output_norm.weight"), d)?;
     let token_embd = table(device, file, &embd)?;
+    let per_layer = match per_layer_width {
+        0 => None,
+        width => Some(Inputs::load(
+            device,
+            file,
+            shape.n_layer,
+            d,
+            shape.n_vocab,
+            width,
+        )?),
+    };
     steps.finish()?;
     let long_ropes = match &recipe.long_rope {
         Some(long) => layers
@@ -299,13 +383,60 @@ pub(crate) fn load(
         kv_layers: layers
             .iter()
             .enumerate()
-            .filter(|(_, l)| matches!(l.mixing, Mixing::Attention(_)))
+            .filter(|(_, l)| matches!(&l.mixing, Mixing::Attention(a) if a.stores))
             .map(|(i, _)| i)
             .collect(),
         recurrent: recurrent_layout(&layers)?,
         layers,
         long_ropes,
+        per_layer,
     }))
+}
+
+/// `embedding_length_per_layer_input`: the values of each layer's input
+/// (0 or absent: the model has none).
+fn per_layer_width(file: &GgufFile, name: &str) -> Result<usize> {
+    let key = format!("{name}.embedding_length_per_layer_input");
+    if !file.metadata().contains(&key) {
+        return Ok(0);
+    }
+    let width = file.metadata().get_u32(&key)? as usize;
+    if width > (1 << 20) {
+        return Err(Error::InvalidArgument(format!(
+            "{key} is {width}: out of range"
+        )));
+    }
+    Ok(width)
+}
+
+/// The KV cache layer of `from`, which layer `i` shares: an earlier layer
+/// that stores its keys and values, with the same heads, rotation and
+/// window (else its cache would not read as `i`'s own).
+fn shared_cache(
+    layers: &[Layer],
+    i: usize,
+    from: usize,
+    spec: &LayerSpec,
+    heads: Heads,
+) -> Result<usize> {
+    let source = layers.get(from).filter(|_| from < i).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "layer {i} shares the keys and values of layer {from}, which does not come before it"
+        ))
+    })?;
+    match &source.mixing {
+        Mixing::Attention(a)
+            if a.stores
+                && source.heads == heads
+                && source.spec.rope == spec.rope
+                && source.spec.window == spec.window =>
+        {
+            Ok(a.kv_layer)
+        }
+        _ => Err(Error::InvalidArgument(format!(
+            "layer {i} shares the keys and values of layer {from}, which stores none of the same heads, rotation and window"
+        ))),
+    }
 }
 
 /// What the recurrent layers keep per sequence (`None`: there are none);

@@ -22,12 +22,13 @@ mod delta_net;
 mod hparams;
 mod layers;
 mod moe;
+mod per_layer;
 mod short_conv;
 
 use std::any::Any;
 
 pub(crate) use delta_net::DeltaNetSpec;
-pub(crate) use hparams::{common, factors, uniform, Keys, Shape};
+pub(crate) use hparams::{common, factors, sliding_layers, uniform, Keys, Shape};
 pub(crate) use layers::load;
 pub(crate) use moe::{Gating, MoeSpec};
 pub(crate) use short_conv::check_len as check_taps;
@@ -35,7 +36,7 @@ pub(crate) use short_conv::check_len as check_taps;
 use super::{state_of, Architecture, Dims, MicroBatch};
 use crate::backend::{Backend, Matrix, Rope};
 use crate::error::{Error, Result};
-use crate::kv::{KvLayout, Memory, RecurrentLayout};
+use crate::kv::{KvLayout, KvRows, Memory, RecurrentLayout};
 use layers::{Ffn, GateUp, Layer, Mixing, Qkv};
 
 /// The feed-forward's gate activation.
@@ -127,6 +128,27 @@ pub enum Mixer {
     DeltaNet,
 }
 
+/// An attention layer's heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Heads {
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    /// Values per head (keys and values alike).
+    pub head_dim: usize,
+}
+
+impl Heads {
+    /// Query values per token.
+    pub fn q_width(&self) -> usize {
+        self.n_head * self.head_dim
+    }
+
+    /// Key (and value) values per token.
+    pub fn kv_width(&self) -> usize {
+        self.n_head_kv * self.head_dim
+    }
+}
+
 /// What differs from layer to layer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayerSpec {
@@ -136,6 +158,12 @@ pub struct LayerSpec {
     /// Keys at most `window - 1` positions behind the query are seen
     /// (sliding-window layers); `None`: all of them.
     pub window: Option<u32>,
+    /// The layer's heads where they are not the shape's (Gemma 4's global
+    /// layers have wider heads than its sliding ones).
+    pub heads: Option<Heads>,
+    /// The layer attends over the keys and values an earlier layer stored
+    /// and stores none of its own (Gemma 4's last layers).
+    pub kv_from: Option<usize>,
 }
 
 /// Which optional tensors a family's layers carry.
@@ -166,6 +194,15 @@ pub struct Parts {
     pub ffn_norm: Option<&'static str>,
     /// The final norm's tensor, where it is not `output_norm.weight`.
     pub output_norm: Option<&'static str>,
+    /// Values are RMS-normed per head without a weight, and a layer without
+    /// `attn_v` takes its keys (before their norm) as values (Gemma 4).
+    pub value_norm: bool,
+    /// Gemma 4's per-layer inputs (`per_layer_*`, `blk.N.{inp_gate,proj,
+    /// post_norm}`), where the file has them.
+    pub per_layer_inputs: bool,
+    /// `blk.N.layer_output_scale`, a scalar multiplying each layer's
+    /// output, where the file has it (Gemma 4).
+    pub output_scale: bool,
 }
 
 /// A loaded decoder of any of the families above.
@@ -186,6 +223,8 @@ pub struct Decoder {
     recurrent: Option<RecurrentLayout>,
     /// Each layer's RoPE with LongRoPE's long factors (empty without them).
     long_ropes: Vec<Option<Rope>>,
+    /// Gemma 4's per-layer inputs' embedding and projection.
+    per_layer: Option<per_layer::Inputs>,
 }
 
 /// Scratch of one context's forward passes (llama2.c's `RunState`).
@@ -216,6 +255,8 @@ struct State {
     delta_net: Option<delta_net::Scratch>,
     /// The attention's output gates (models that gate it).
     q_gate: Vec<f32>,
+    /// Per-layer inputs' scratch (models with them).
+    per_layer: Option<per_layer::Scratch>,
 }
 
 impl Decoder {
@@ -231,6 +272,11 @@ impl Decoder {
             Mixing::DeltaNet(dn) => Some(*dn.spec()),
             _ => None,
         })
+    }
+
+    /// The largest of `f` over the layers (0 without layers).
+    fn widest(&self, f: impl Fn(&Layer) -> usize) -> usize {
+        self.layers.iter().map(f).max().unwrap_or(0)
     }
 
     /// Layer `l`'s rotation (`None`: the layer does not rotate), with
@@ -259,11 +305,18 @@ impl Architecture for Decoder {
     }
 
     fn kv_layout(&self) -> Option<KvLayout> {
-        let s = &self.shape;
         Some(KvLayout {
-            n_layer: self.kv_layers.len(),
-            width: s.kv_width(),
-            head_dim: s.head_dim,
+            layers: self
+                .kv_layers
+                .iter()
+                .map(|&l| {
+                    let h = self.layers[l].heads;
+                    KvRows {
+                        width: h.kv_width(),
+                        head_dim: h.head_dim,
+                    }
+                })
+                .collect(),
         })
     }
 
@@ -274,6 +327,9 @@ impl Architecture for Decoder {
     fn new_state(&self, max_tokens: usize, n_ctx: usize) -> Result<Box<dyn Any + Send>> {
         let s = &self.shape;
         let buf = |width: usize| super::scratch(max_tokens, width);
+        let qw = self.widest(|l| l.heads.q_width());
+        let kvw = self.widest(|l| l.heads.kv_width());
+        let ff = self.widest(|l| l.n_ff);
         Ok(Box::new(State {
             max_tokens,
             long_rope: self
@@ -283,20 +339,15 @@ impl Architecture for Decoder {
                 .is_some_and(|l| l.applies(n_ctx)),
             x: buf(s.n_embd)?,
             xn: buf(s.n_embd)?,
-            raw: buf(s.q_width())?,
-            q: buf(s.q_width())?,
-            k: buf(s.kv_width())?,
-            v: buf(s.kv_width())?,
-            att: buf(s.q_width())?,
+            raw: buf(qw)?,
+            q: buf(qw)?,
+            k: buf(kvw)?,
+            v: buf(kvw)?,
+            att: buf(qw)?,
             proj: buf(s.n_embd)?,
-            gate: buf(s.n_ff)?,
-            up: buf(s.n_ff)?,
-            fused: buf(self
-                .layers
-                .iter()
-                .map(|l| l.fused_width(s))
-                .max()
-                .unwrap_or(0))?,
+            gate: buf(ff)?,
+            up: buf(ff)?,
+            fused: buf(self.widest(|l| l.fused_width()))?,
             last: buf(s.n_embd)?,
             moe: match self.layers.iter().find_map(|l| match &l.ffn {
                 Ffn::Experts(e) => Some(*e.spec()),
@@ -321,11 +372,15 @@ impl Architecture for Decoder {
             },
             q_gate: buf(
                 if self.has(|m| matches!(m, Mixing::Attention(a) if a.gated)) {
-                    s.q_width()
+                    qw
                 } else {
                     0
                 },
             )?,
+            per_layer: match &self.per_layer {
+                Some(p) => Some(p.scratch(max_tokens, s.n_layer)?),
+                None => None,
+            },
         }))
     }
 
@@ -346,17 +401,10 @@ impl Architecture for Decoder {
                 s.max_tokens
             )));
         }
-        let (d, qw, kvw, ff) = (sh.n_embd, sh.q_width(), sh.kv_width(), sh.n_ff);
+        let d = sh.n_embd;
         let x = &mut s.x[..n * d];
         let xn = &mut s.xn[..n * d];
-        let raw = &mut s.raw[..n * qw];
-        let q = &mut s.q[..n * qw];
-        let k = &mut s.k[..n * kvw];
-        let v = &mut s.v[..n * kvw];
-        let att = &mut s.att[..n * qw];
         let proj = &mut s.proj[..n * d];
-        let gate = &mut s.gate[..n * ff];
-        let up = &mut s.up[..n * ff];
         let fused = &mut s.fused[..];
         let kq_scale = if r.q_scale.is_some() { 1.0 } else { r.kq_scale };
 
@@ -364,17 +412,26 @@ impl Architecture for Decoder {
         if let Some(c) = r.embd_scale {
             be.scale(x, c)?;
         }
+        if let (Some(inputs), Some(scratch)) = (&self.per_layer, s.per_layer.as_mut()) {
+            inputs.prepare(be, ub.tokens, x, r.rms_eps, scratch)?;
+        }
         for (l, layer) in self.layers.iter().enumerate() {
             // Attention, or a recurrent block.
             be.rms_norm(x, &layer.attn_norm, r.rms_eps, xn)?;
             match &layer.mixing {
                 Mixing::Attention(a) => {
+                    let h = layer.heads;
+                    let (qw, kvw, hd) = (h.q_width(), h.kv_width(), h.head_dim);
+                    let raw = &mut s.raw[..n * qw];
+                    let q = &mut s.q[..n * qw];
+                    let k = &mut s.k[..n * kvw];
+                    let v = &mut s.v[..n * kvw];
+                    let att = &mut s.att[..n * qw];
                     match &a.qkv {
                         Qkv::Separate([wq, wk, wv]) if a.gated => {
                             // Each head's queries, then its gates.
                             let all = &mut fused[..n * 2 * qw];
                             be.mul_mat(wq, xn, n, all)?;
-                            let hd = sh.head_dim;
                             let gates = &mut s.q_gate[..n * qw];
                             for ((pair, qh), gh) in all
                                 .chunks_exact(2 * hd)
@@ -392,6 +449,12 @@ impl Architecture for Decoder {
                             be.mul_mat(wk, xn, n, k)?;
                             be.mul_mat(wv, xn, n, v)?;
                         }
+                        Qkv::KeysAsValues([wq, wk]) => {
+                            be.mul_mat(wq, xn, n, q)?;
+                            be.mul_mat(wk, xn, n, k)?;
+                            v.copy_from_slice(k);
+                        }
+                        Qkv::QueryOnly(wq) => be.mul_mat(wq, xn, n, q)?,
                         Qkv::Fused(w) => {
                             let all = &mut fused[..n * (qw + 2 * kvw)];
                             be.mul_mat(w, xn, n, all)?;
@@ -413,23 +476,34 @@ impl Architecture for Decoder {
                     if let Some([qn, kn]) = &a.qk_norm {
                         raw.copy_from_slice(q);
                         be.rms_norm(raw, qn, r.rms_eps, q)?;
-                        let raw_k = &mut raw[..n * kvw];
-                        raw_k.copy_from_slice(k);
-                        be.rms_norm(raw_k, kn, r.rms_eps, k)?;
+                        if a.stores {
+                            let raw_k = &mut raw[..n * kvw];
+                            raw_k.copy_from_slice(k);
+                            be.rms_norm(raw_k, kn, r.rms_eps, k)?;
+                        }
+                    }
+                    if let (Some(ones), true) = (&a.value_norm, a.stores) {
+                        let raw_v = &mut raw[..n * kvw];
+                        raw_v.copy_from_slice(v);
+                        be.rms_norm(raw_v, ones, r.rms_eps, v)?;
                     }
                     if let Some(rope) = self.rope(l, s.long_rope) {
                         be.rope(rope, q, ub.pos)?;
-                        be.rope(rope, k, ub.pos)?;
+                        if a.stores {
+                            be.rope(rope, k, ub.pos)?;
+                        }
                     }
                     if let Some(c) = r.q_scale {
                         be.scale(q, c)?;
                     }
-                    memory.kv.store(be, a.kv_layer, ub.cells, k, v)?;
+                    if a.stores {
+                        memory.kv.store(be, a.kv_layer, ub.cells, k, v)?;
+                    }
                     memory.kv.attend(
                         be,
                         a.kv_layer,
                         q,
-                        sh.n_head,
+                        h.n_head,
                         kq_scale,
                         layer.spec.window,
                         ub.pos,
@@ -460,6 +534,9 @@ impl Architecture for Decoder {
             be.rms_norm(x, &layer.ffn_norm, r.rms_eps, xn)?;
             match &layer.ffn {
                 Ffn::Dense { gate_up, down } => {
+                    let ff = layer.n_ff;
+                    let gate = &mut s.gate[..n * ff];
+                    let up = &mut s.up[..n * ff];
                     match gate_up {
                         GateUp::Separate(wg, wu) => {
                             be.mul_mat(wg, xn, n, gate)?;
@@ -486,6 +563,12 @@ impl Architecture for Decoder {
                 }
             }
             residual(be, x, proj, xn, layer.post_ffn_norm.as_deref(), r)?;
+            if let (Some(input), Some(scratch)) = (&layer.per_layer, s.per_layer.as_mut()) {
+                input.forward(be, l, x, n, r.rms_eps, scratch)?;
+            }
+            if let Some(c) = layer.output_scale {
+                be.scale(x, c)?;
+            }
         }
         let n_out = ub.outputs.len();
         if n_out == 0 {
@@ -604,7 +687,18 @@ impl Architecture for Decoder {
                     "gated DeltaNet, {} key heads and {} value heads of {}, convolution of {} taps (a recurrent state per sequence)",
                     dn.n_head_k, dn.n_head_v, dn.dim, dn.taps
                 ),
-                _ => format!("{rope}; {window}"),
+                _ => {
+                    let heads = spec.heads.map_or(String::new(), |h| {
+                        format!(
+                            "; {} heads, {} KV heads of {}",
+                            h.n_head, h.n_head_kv, h.head_dim
+                        )
+                    });
+                    let shared = spec.kv_from.map_or(String::new(), |from| {
+                        format!("; the keys and values of layer {from}")
+                    });
+                    format!("{rope}; {window}{heads}{shared}")
+                }
             };
             h.push(("layer kind", format!("{kind}: {which}")));
         }
@@ -664,6 +758,18 @@ impl Architecture for Decoder {
                 ),
             ));
         }
+        if let Some(p) = &self.per_layer {
+            h.push(("per-layer inputs", p.describe()));
+        }
+        if self.layers.iter().any(|l| l.output_scale.is_some()) {
+            h.push(("layer output scales", "blk.N.layer_output_scale".into()));
+        }
+        if self.has(|m| matches!(m, Mixing::Attention(a) if a.value_norm.is_some())) {
+            h.push((
+                "values",
+                "RMS-normed per head; keys serve as values where a layer has no attn_v".into(),
+            ));
+        }
         if let Some(long) = &r.long_rope {
             h.push((
                 "long rope",
@@ -681,6 +787,7 @@ impl Architecture for Decoder {
             .iter()
             .flat_map(|l| l.matrices())
             .chain(self.output.as_ref())
+            .chain(self.per_layer.iter().map(|p| p.matrix()))
             .filter(|m| m.is_repacked())
             .count()
     }
