@@ -440,7 +440,15 @@ fn causal_conv_steps_equal_the_whole_convolution() {
 /// calls of 3 and 2 tokens leave the state one call of 5 does.
 #[test]
 fn gated_delta_net_follows_the_recurrence() {
-    let (hk, hv, d, n) = (2usize, 4usize, 16usize, 5usize);
+    // Heads of 16 and 128 take the SIMD kernels' 8-lane path, 12 their
+    // scalar fallback.
+    for d in [16, 12, 128] {
+        check_gated_delta_net(d);
+    }
+}
+
+fn check_gated_delta_net(d: usize) {
+    let (hk, hv, d, n) = (2usize, 4usize, d, 5usize);
     let width = (2 * hk + hv) * d;
     // Unit-length queries and keys, as the model's L2 norm makes them.
     let mut qkv = ggml_test_values(61, n * width);
@@ -504,7 +512,9 @@ fn gated_delta_net_follows_the_recurrence() {
         out.extend_from_slice(&state);
         out
     };
-    each_backend("gated_delta_net", true, hv * d, |be| run(be, 3));
+    each_backend(&format!("gated_delta_net of {d}"), true, hv * d, |be| {
+        run(be, 3)
+    });
     let mut be = scalar().create_backend(1).unwrap();
     let (split, whole) = (run(be.as_mut(), 3), run(be.as_mut(), n));
     assert_eq!(split, whole, "a run split in two equals the whole run");
@@ -719,6 +729,40 @@ fn gemv_kernels_never_write_past_their_output() {
             );
             let mut out = [0.0f32; 8];
             call(&mut out);
+        }
+    }
+}
+
+/// The gated DeltaNet's column step against its scalar twin on every
+/// variant, bit for bit (both dots keep eight lanes summed in one order), on
+/// lengths around the vector widths and several decays and strengths.
+#[test]
+fn delta_net_column_equals_its_twin() {
+    use lamina::backend::cpu::rows;
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    for d in [1usize, 3, 4, 7, 8, 9, 16, 31, 64, 100, 128] {
+        let vals = ggml_test_values(70 + d as u64, (3 * d).div_ceil(32) * 32);
+        let (col0, rest) = vals.split_at(d);
+        let (k, q) = (&rest[..d], &rest[d..2 * d]);
+        for (decay, v, beta) in [
+            (0.97f32, 0.4f32, 0.6f32),
+            (0.0, -1.2, 1.0),
+            (1.0, 3.0, 0.05),
+        ] {
+            let mut want = col0.to_vec();
+            let read = rows::delta_net_column(&mut want, k, q, decay, v, beta);
+            for variant in CpuVariant::compiled_variants() {
+                if !variant.supported(cpu.features()) {
+                    continue;
+                }
+                let kern = cpu.kernels_for(variant).unwrap();
+                let mut got = col0.to_vec();
+                let got_read = (kern.delta_net_column)(&mut got, k, q, decay, v, beta);
+                let what = format!("delta_net_column {variant} d {d} decay {decay}");
+                assert_eq!(got_read.to_bits(), read.to_bits(), "{what}: read");
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{what}: column");
+            }
         }
     }
 }

@@ -146,33 +146,61 @@ fn greedy(prompt: &str, n_predict: i32) -> CompletionParams {
     }
 }
 
+/// A prompt that extends the whole cache reuses it; any other starts from
+/// the longest state checkpoint within the part it shares (one is kept
+/// before each prompt's last token), or from the start. Each goes on as a
+/// fresh context would.
 #[test]
-fn completions_reuse_only_a_prompt_that_extends_the_cache() {
+fn completions_reuse_the_cache_from_state_checkpoints() {
     let mut ctx = context(128);
     // One token predicted: the cache then holds the prompt (the sampled
     // token is never decoded).
     let p = greedy("The quick brown fox jumps over the lazy dog", 1);
     let first = ctx.completion(&p, |_| {}).unwrap();
+    let n = first.prompt_ids.len();
     assert_eq!(first.tokens_cached, 0);
-    // The same prompt: its last token would have to be evaluated again,
-    // which a recurrent state cannot go back for, so all of it is.
+    assert_eq!(ctx.checkpoint_lengths(), [n - 1]);
+    // The same prompt: its last token is evaluated again, from the
+    // checkpoint before it.
     let again = ctx.completion(&p, |_| {}).unwrap();
-    assert_eq!(again.tokens_cached, 0);
-    assert_eq!(again.timings.prompt_n, again.prompt_ids.len());
+    assert_eq!(again.tokens_cached, n - 1);
+    assert_eq!(again.timings.prompt_n, 1);
     assert_eq!(again.generated_ids, first.generated_ids);
-    // A prompt that extends the whole cache reuses all of it, and goes on
-    // as a fresh context would.
+    // A prompt that extends the whole cache reuses all of it.
     let q = greedy(&format!("{}, and then it runs", p.prompt), 4);
     let extended = ctx.completion(&q, |_| {}).unwrap();
     let alone = context(128).completion(&q, |_| {}).unwrap();
-    assert_eq!(extended.tokens_cached, first.prompt_ids.len());
+    assert_eq!(extended.tokens_cached, n);
     assert_eq!(extended.generated_ids, alone.generated_ids);
-    // A prompt that leaves the cache part way starts over.
+    let m = extended.prompt_ids.len();
+    assert_eq!(ctx.checkpoint_lengths(), [n - 1, m - 1]);
+    // A prompt that leaves the cache within the second prompt's extension
+    // goes back to the first prompt's checkpoint, and drops the other.
+    let r = greedy(&format!("{}, but it naps", p.prompt), 4);
+    let back = ctx.completion(&r, |_| {}).unwrap();
+    let shared = back
+        .prompt_ids
+        .iter()
+        .zip(&extended.prompt_ids)
+        .take_while(|(a, b)| a == b)
+        .count();
+    assert!(
+        shared >= n && shared < m - 1,
+        "{shared}: the prompts part after p"
+    );
+    let alone = context(128).completion(&r, |_| {}).unwrap();
+    assert_eq!(back.tokens_cached, n - 1);
+    assert_eq!(back.generated_ids, alone.generated_ids);
+    assert_eq!(ctx.checkpoint_lengths(), [n - 1, back.prompt_ids.len() - 1]);
+    // A prompt that leaves the cache before any checkpoint starts over.
     let other = greedy("The quick brown cat sleeps", 4);
     let diverged = ctx.completion(&other, |_| {}).unwrap();
     let alone = context(128).completion(&other, |_| {}).unwrap();
     assert_eq!(diverged.tokens_cached, 0);
     assert_eq!(diverged.generated_ids, alone.generated_ids);
+    // Editing sequence 0 by hand forgets them.
+    ctx.kv_seq_rm(0, -1, -1).unwrap();
+    assert!(ctx.checkpoint_lengths().is_empty());
 }
 
 #[test]
@@ -218,7 +246,11 @@ fn sessions_keep_the_recurrent_states() {
         d.completion(&p, |_| {}).unwrap(),
     );
     assert_eq!(rd.generated_ids, rc.generated_ids);
-    assert_eq!(rd.tokens_cached, rc.tokens_cached);
+    // The saver may start from one of its state checkpoints; a session
+    // carries none, and the new prompt parts from the cache before its end,
+    // so the loaded context takes the whole prompt in again.
+    assert_eq!(rd.tokens_cached, 0);
+    assert!(rc.tokens_cached < n, "{}", rc.tokens_cached);
     // States of another shape: refused, and the context keeps its own.
     let mut state = saver().save_state(None).unwrap();
     state.recurrent.pop();

@@ -466,9 +466,11 @@ impl Context {
 
         // Reuse the cached prefix; at least the last prompt token is
         // evaluated again, for its logits. Recurrent states cannot go back
-        // to an earlier position: with them only a prompt that extends the
-        // whole cache reuses it, and any other is evaluated from the start
-        // (as llama.cpp does).
+        // to an earlier position: with them a prompt that extends the whole
+        // cache reuses it, any other starts from the longest state
+        // checkpoint within the common prefix (one is taken before each
+        // prompt's last token, as llama.cpp's server does), or from the
+        // start.
         let cached = if params.cache_prompt && seq == 0 {
             let common = self
                 .prompt_cache()
@@ -478,7 +480,7 @@ impl Context {
                 .count();
             let reuse = common.min(prompt_ids.len() - 1);
             if reuse < self.prompt_cache().len() && !self.memory().can_cut() {
-                0
+                self.rewind_prompt_cache(reuse)?
             } else {
                 reuse
             }
@@ -549,8 +551,13 @@ impl CompletionRun {
             self.reason = Some(StopReason::Abort);
             return Ok(false);
         }
+        // With recurrent layers the prompt's last token waits for its own
+        // micro-batch, so the states before it become a checkpoint.
+        let checkpoint_at = self.prompt_ids.len() - 1;
+        let takes_checkpoint = self.seq == 0 && !ctx.memory().can_cut() && done < checkpoint_at;
+        let stop = if takes_checkpoint { checkpoint_at } else { end };
         let t = Stopwatch::start();
-        let n = ctx.params().n_ubatch.max(1).min(end - done);
+        let n = ctx.params().n_ubatch.max(1).min(stop - done);
         let chunk = &self.prompt_ids[done..done + n];
         let decoded =
             Batch::for_sequence(chunk, self.pos as i32, self.seq).and_then(|b| ctx.decode(&b));
@@ -568,6 +575,9 @@ impl CompletionRun {
         }
         if self.seq == 0 {
             ctx.extend_prompt_cache(chunk);
+            if takes_checkpoint && done + n == checkpoint_at {
+                ctx.checkpoint_prompt_cache()?;
+            }
         }
         self.pos += n;
         self.n_prompt_evaluated += n;

@@ -25,6 +25,16 @@ use crate::lora::backend::LoraBackend;
 use crate::lora::ActiveLora;
 use crate::model::{MicroBatch, Model};
 
+/// Most state checkpoints a context keeps of its prompt cache (each is
+/// every recurrent layer's state: about 19 MiB for Qwen3.5-0.8B).
+pub const MAX_CHECKPOINTS: usize = 4;
+
+/// Sequence 0's recurrent states when its prompt cache held `tokens`.
+struct Checkpoint {
+    tokens: Vec<u32>,
+    states: Vec<f32>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContextParams {
     /// KV cells (positions over all sequences); 0 takes the model's training context.
@@ -135,6 +145,10 @@ pub struct Context {
     /// Tokens of sequence 0 at positions 0.., as the last completion left
     /// them (its prompt cache); emptied by any direct edit of its cells.
     prompt_cache: Vec<u32>,
+    /// Recurrent states of sequence 0 at earlier lengths of its prompt
+    /// cache (models with recurrent layers), oldest first: what lets a
+    /// prompt that shares only part of the cache reuse that part.
+    checkpoints: Vec<Checkpoint>,
     pooling: Pooling,
     encoded: EncodeOutput,
     /// Adapters every forward pass applies, with their scales.
@@ -211,6 +225,7 @@ impl Context {
             logits: Vec::new(),
             abort: AbortHandle::new(),
             prompt_cache: Vec::new(),
+            checkpoints: Vec::new(),
             pooling,
             encoded: EncodeOutput::default(),
             loras: Vec::new(),
@@ -250,7 +265,7 @@ impl Context {
 
     pub fn kv_clear(&mut self) {
         self.memory.clear();
-        self.prompt_cache.clear();
+        self.forget_prompt_cache();
     }
 
     /// Removes positions `[p0, p1)` of `seq` (`seq < 0`: of all sequences;
@@ -259,6 +274,9 @@ impl Context {
     pub fn kv_seq_rm(&mut self, seq: i32, p0: i32, p1: i32) -> Result<()> {
         self.memory.seq_rm(seq, p0, p1)?;
         if seq <= 0 {
+            // Cutting a tail leaves the checkpoints before it valid.
+            let kept = if p0 >= 0 && p1 < 0 { p0 as usize } else { 0 };
+            self.checkpoints.retain(|c| c.tokens.len() <= kept);
             self.prompt_cache.clear();
         }
         Ok(())
@@ -267,7 +285,7 @@ impl Context {
     pub fn kv_seq_cp(&mut self, src: SeqId, dst: SeqId, p0: i32, p1: i32) -> Result<()> {
         self.memory.seq_cp(src, dst, p0, p1)?;
         if dst == 0 {
-            self.prompt_cache.clear();
+            self.forget_prompt_cache();
         }
         Ok(())
     }
@@ -275,7 +293,7 @@ impl Context {
     pub fn kv_seq_keep(&mut self, seq: SeqId) -> Result<()> {
         self.memory.seq_keep(seq)?;
         if seq != 0 {
-            self.prompt_cache.clear();
+            self.forget_prompt_cache();
         }
         Ok(())
     }
@@ -295,7 +313,7 @@ impl Context {
         self.memory
             .seq_add(self.backend.as_mut(), &shift, seq, p0, p1, delta)?;
         if seq == 0 {
-            self.prompt_cache.clear();
+            self.forget_prompt_cache();
         }
         Ok(())
     }
@@ -312,6 +330,61 @@ impl Context {
     pub fn set_prompt_cache(&mut self, tokens: &[u32]) {
         self.prompt_cache.clear();
         self.prompt_cache.extend_from_slice(tokens);
+    }
+
+    /// Empties the prompt-cache record and its checkpoints.
+    fn forget_prompt_cache(&mut self) {
+        self.prompt_cache.clear();
+        self.checkpoints.clear();
+    }
+
+    /// Keeps the recurrent states of sequence 0 at the prompt cache's
+    /// current length, so a later prompt sharing that much of it can start
+    /// there (`rewind_prompt_cache`). Nothing to keep without recurrent
+    /// layers (any prefix of the cells can be kept as it is) or with an
+    /// empty cache; at most `MAX_CHECKPOINTS` are kept, the oldest going
+    /// first.
+    pub fn checkpoint_prompt_cache(&mut self) -> Result<()> {
+        let n = self.prompt_cache.len();
+        if self.memory.can_cut() || n == 0 || self.checkpoints.iter().any(|c| c.tokens.len() == n) {
+            return Ok(());
+        }
+        let states = self.memory.recurrent.snapshot(0, n)?;
+        if self.checkpoints.len() == MAX_CHECKPOINTS {
+            self.checkpoints.remove(0);
+        }
+        self.checkpoints.push(Checkpoint {
+            tokens: self.prompt_cache.clone(),
+            states,
+        });
+        Ok(())
+    }
+
+    /// Puts sequence 0 back to the longest checkpoint of at most `max`
+    /// tokens that the prompt cache still starts with: its cells after it
+    /// go, its recurrent states become the checkpoint's, and the prompt
+    /// cache keeps its tokens. Returns the tokens kept (0: no checkpoint
+    /// fits, nothing changed). Checkpoints past it are dropped.
+    pub fn rewind_prompt_cache(&mut self, max: usize) -> Result<usize> {
+        let cache = &self.prompt_cache;
+        let best = self
+            .checkpoints
+            .iter()
+            .filter(|c| c.tokens.len() <= max && cache.starts_with(&c.tokens))
+            .max_by_key(|c| c.tokens.len());
+        let Some(c) = best else {
+            return Ok(0);
+        };
+        let n = c.tokens.len();
+        self.memory.rewind(0, n, &c.states)?;
+        self.prompt_cache.truncate(n);
+        self.checkpoints.retain(|c| c.tokens.len() <= n);
+        Ok(n)
+    }
+
+    /// The lengths of the prompt cache the checkpoints hold, oldest first.
+    pub fn checkpoint_lengths(&self) -> Vec<usize> {
+        self.checkpoints.iter().map(|c| c.tokens.len()).collect()
     }
 
     /// Appends tokens the caller just decoded at the end of sequence 0's
@@ -352,7 +425,7 @@ impl Context {
         self.memory.recurrent.check_restore(n, &state.recurrent)?;
         self.memory.kv.restore(0, &state.kv)?;
         self.memory.recurrent.restore(0, n, &state.recurrent);
-        self.prompt_cache.clear();
+        self.forget_prompt_cache();
         self.prompt_cache.extend_from_slice(&state.tokens);
         self.logits.clear();
         self.output_rows.clear();
@@ -394,7 +467,8 @@ impl Context {
             }
         }
         self.loras = loras;
-        self.prompt_cache.clear();
+        // The states and rows were made with the other adapters.
+        self.forget_prompt_cache();
         Ok(())
     }
 

@@ -45,6 +45,20 @@ impl Memory {
         Ok(())
     }
 
+    /// Puts `seq` back to positions `0..n`: its cells from `n` on go, and
+    /// its recurrent states become `states` (a checkpoint of exactly those
+    /// positions, from `RecurrentStates::snapshot`). Checked first: on an
+    /// error nothing changes.
+    pub fn rewind(&mut self, seq: SeqId, n: usize, states: &[f32]) -> Result<()> {
+        self.recurrent.check_restore(n, states)?;
+        let p0 = i32::try_from(n).map_err(|_| {
+            crate::error::Error::InvalidArgument(format!("position {n} is out of range"))
+        })?;
+        self.kv.seq_rm(seq as i32, p0, -1)?;
+        self.recurrent.rewind(seq, n, states);
+        Ok(())
+    }
+
     /// Makes `dst` hold `src`'s positions `[p0, p1)` too.
     pub fn seq_cp(&mut self, src: SeqId, dst: SeqId, p0: i32, p1: i32) -> Result<()> {
         self.recurrent.check_cp(src, p0, p1)?;

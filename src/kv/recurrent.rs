@@ -324,6 +324,17 @@ impl RecurrentStates {
         }
     }
 
+    /// Gives `seq` alone the states `values` of positions `0..n` (a
+    /// checkpoint `snapshot` took; checked by `check_restore`), leaving the
+    /// other sequences as they are.
+    pub fn rewind(&mut self, seq: SeqId, n: usize, values: &[f32]) {
+        if let Some(s) = self.seqs.get_mut(seq as usize) {
+            s.values.clear();
+            s.values.extend_from_slice(values);
+            s.span = (!values.is_empty() && n > 0).then_some((0, n as i32 - 1));
+        }
+    }
+
     /// Recurrent layer `layer`'s values for `seq`, as a decode changes them.
     pub fn state_mut(&mut self, layer: usize, seq: SeqId) -> Result<&mut [f32]> {
         let w = self.layout.width;

@@ -68,7 +68,7 @@ pub(crate) fn load(
     let value_swa = keys
         .opt_usize("attention.value_length_swa")?
         .unwrap_or(head_swa);
-    if head_swa == 0 || value_swa != head_swa || head_swa > shape.head_dim.max(1 << 16) {
+    if head_swa == 0 || value_swa != head_swa || head_swa > 1 << 24 {
         return Err(Error::InvalidArgument(format!(
             "sliding layers' heads of {head_swa} keys and {value_swa} values are not supported"
         )));

@@ -283,6 +283,52 @@ impl Workers {
         })
     }
 
+    /// `f(i, a_piece, b_piece)` for the `chunk_a`-long pieces of `a` paired
+    /// with the `chunk_b`-long pieces of `b` (as many of each: the shorter
+    /// list decides), spread over the workers, allocating nothing.
+    pub fn for_each_chunk_pair_mut<T: Send, U: Send>(
+        &self,
+        a: &mut [T],
+        chunk_a: usize,
+        b: &mut [U],
+        chunk_b: usize,
+        f: impl Fn(usize, &mut [T], &mut [U]) + Sync + Send,
+    ) {
+        let (chunk_a, chunk_b) = (chunk_a.max(1), chunk_b.max(1));
+        let n = (a.len() / chunk_a).min(b.len() / chunk_b);
+        if matches!(self.pool, Pool::Inline) || n <= 1 {
+            a.chunks_exact_mut(chunk_a)
+                .zip(b.chunks_exact_mut(chunk_b))
+                .enumerate()
+                .for_each(|(i, (x, y))| f(i, x, y));
+            return;
+        }
+        if matches!(self.pool, Pool::Global) {
+            let (base_a, base_b) = (SharedMut(a.as_mut_ptr()), SharedMut(b.as_mut_ptr()));
+            self.on_team(n, &|i| {
+                // SAFETY: piece i of each slice is [i * chunk, (i + 1) *
+                // chunk), inside it (i < n) and disjoint from the other
+                // indices' pieces; both slices are borrowed mutably for the
+                // whole region, and each index is taken by one thread.
+                let (x, y) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(base_a.at(i * chunk_a), chunk_a),
+                        std::slice::from_raw_parts_mut(base_b.at(i * chunk_b), chunk_b),
+                    )
+                };
+                f(i, x, y);
+            });
+            return;
+        }
+        self.in_pool(|| {
+            use rayon::prelude::*;
+            a.par_chunks_exact_mut(chunk_a)
+                .zip(b.par_chunks_exact_mut(chunk_b))
+                .enumerate()
+                .for_each(|(i, (x, y))| f(i, x, y));
+        })
+    }
+
     /// How many pieces to cut `n` units of work into: a few per thread, so an
     /// unlucky slow piece does not leave the others idle.
     pub fn pieces(&self, n: usize) -> usize {

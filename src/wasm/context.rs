@@ -837,8 +837,9 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = contextInfo)]
     pub fn context_info(&self) -> Result<JsValue, JsError> {
         let model = self.ctx.model();
-        // Recurrent layers: no partial prompt reuse or context shift
-        // (`kv::Memory::can_cut`); session files hold their states.
+        // Recurrent layers: partial prompt reuse from state checkpoints
+        // only, no context shift (`kv::Memory::can_cut`); session files
+        // hold their states.
         let can_cut = self.ctx.memory().can_cut();
         let tensors = model.file().tensors();
         json_to_js(&serde_json::json!({
@@ -855,7 +856,7 @@ impl JsLlamaContext {
             "prompt_cache": if can_cut {
                 "any common prefix is reused"
             } else {
-                "reused only when the prompt extends all of it: recurrent states keep no single position"
+                "reused when the prompt extends all of it, else from the longest state checkpoint within the common prefix (recurrent states keep no single position: one checkpoint is kept before each prompt's last token, the last 4)"
             },
             "context_shift": can_cut,
             "sessions": true,

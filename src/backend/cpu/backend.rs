@@ -341,29 +341,29 @@ impl Backend for CpuBackend {
             self.delta_net.resize(need, 0.0);
         }
         let head_out = &mut self.delta_net[..need];
-        // The heads are independent: one job each, over the workers.
-        let mut jobs: Vec<_> = state
-            .chunks_exact_mut(d * d)
-            .zip(head_out.chunks_exact_mut(n * d))
-            .collect();
+        // The heads are independent: one job each (its state and its
+        // output), over the workers.
         let (qkv, g, beta) = (args.qkv, args.g, args.beta);
-        self.workers.for_each_mut(&mut jobs, |h, (st, o)| {
-            let kh = h % hk;
-            rows::delta_net_head(
-                &qkv[kh * d..],
-                &qkv[kd + kh * d..],
-                &qkv[2 * kd + h * d..],
-                width,
-                &g[h..],
-                &beta[h..],
-                hv,
-                st,
-                o,
-                d,
-                d,
-                n,
-            );
-        });
+        let column = self.kernels.delta_net_column;
+        self.workers
+            .for_each_chunk_pair_mut(state, d * d, head_out, n * d, |h, st, o| {
+                let kh = h % hk;
+                rows::delta_net_head(
+                    column,
+                    &qkv[kh * d..],
+                    &qkv[kd + kh * d..],
+                    &qkv[2 * kd + h * d..],
+                    width,
+                    &g[h..],
+                    &beta[h..],
+                    hv,
+                    st,
+                    o,
+                    d,
+                    d,
+                    n,
+                );
+            });
         // Head-major to token-major.
         for (h, head) in head_out.chunks_exact(n * d).enumerate() {
             for (t, row) in head.chunks_exact(d).enumerate() {

@@ -60,6 +60,10 @@ pub type GemvF16Fn = fn(&[f16], &[f32], &mut [f32]);
 
 /// `out += p · v` (the attention's weighted sum of f32 V rows).
 pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
+/// One state column's step of the gated DeltaNet `(column, key, query,
+/// decay, value, strength) -> read`: `rows::delta_net_column` says what it
+/// computes.
+pub type DeltaNetColumnFn = fn(&mut [f32], &[f32], &[f32], f32, f32, f32) -> f32;
 /// Attention over cached f16 rows `(cache, row stride, offset of the head,
 /// cells, per-cell or query values, out)`: `rows::scores_f16` and
 /// `rows::wsum_f16` say what each computes.
@@ -145,6 +149,7 @@ pub struct Kernels {
     /// The weighted sum of cached f16 V rows.
     pub wsum_f16: CachedRowsFn,
     pub axpy_f32: AxpyFn<f32>,
+    pub delta_net_column: DeltaNetColumnFn,
     /// One query's scores against cached f32 K rows (BERT's attention),
     /// where a variant has one; else a `vec_dot_f32` per cell.
     pub scores_f32: Option<CachedRowsF32Fn>,
@@ -212,6 +217,7 @@ impl Kernels {
             scores_f16: rows::scores_f16,
             wsum_f16: rows::wsum_f16,
             axpy_f32: rows::axpy_f32,
+            delta_net_column: rows::delta_net_column,
             f16_in_software: cfg!(target_arch = "wasm32"),
         }
     }

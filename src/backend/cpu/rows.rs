@@ -6,6 +6,7 @@
 
 use half::f16;
 
+use super::kernels::DeltaNetColumnFn;
 use crate::backend::ops::{Rope, RopeKind};
 
 /// RMSNorm of one row, with the sum of squares in f64 as ggml keeps it.
@@ -350,6 +351,48 @@ fn dot8(a: &[f32], b: &[f32]) -> f32 {
     for (l, (x, y)) in ac.remainder().iter().zip(bc.remainder()).enumerate() {
         acc[l] += x * y;
     }
+    sum8(acc)
+}
+
+/// One state column's step of the gated DeltaNet (`delta_net_head`): the
+/// column decays, the delta of value `v` against its recall of `k` (times
+/// strength `beta`) is written along `k`, and the column's read of `q` is
+/// returned (unscaled). Both dots are `dot8`s, so SIMD kernels that keep
+/// eight lanes (one 8-wide register, or two 4-wide) and add them in its
+/// order give the same bits.
+pub fn delta_net_column(
+    col: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: f32,
+    beta: f32,
+) -> f32 {
+    check_delta_net_column(col, k, q);
+    for s in col.iter_mut() {
+        *s *= decay;
+    }
+    let delta = (v - dot8(col, k)) * beta;
+    for (s, &ki) in col.iter_mut().zip(k) {
+        *s += ki * delta;
+    }
+    dot8(col, q)
+}
+
+/// The column, the key and the query must be equally long (every
+/// variant's `delta_net_column` checks it).
+pub(super) fn check_delta_net_column(col: &[f32], k: &[f32], q: &[f32]) {
+    assert!(
+        col.len() == k.len() && col.len() == q.len(),
+        "delta_net_column: a column of {} against a key of {} and a query of {}",
+        col.len(),
+        k.len(),
+        q.len()
+    );
+}
+
+/// The eight lanes of `dot8` added in its order.
+pub(super) fn sum8(acc: [f32; 8]) -> f32 {
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
@@ -361,10 +404,12 @@ fn dot8(a: &[f32], b: &[f32]) -> f32 {
 /// `stride_out`. The arithmetic is the reference's fused op's (decay,
 /// delta against the decayed state, the rank-one write, then the read),
 /// but since output `j` needs only column `j` of the state, each column
-/// takes all four steps in one visit, while it is in L1, instead of the
-/// whole matrix being swept four times.
+/// takes all four steps in one visit (`column`: the variant's
+/// `delta_net_column`), while it is in L1, instead of the whole matrix
+/// being swept four times.
 #[allow(clippy::too_many_arguments)]
 pub fn delta_net_head(
+    column: DeltaNetColumnFn,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -389,14 +434,7 @@ pub fn delta_net_head(
         let b = beta[t * hstride];
         let o = &mut out[t * stride_out..t * stride_out + dim];
         for ((col, &vj), oj) in state.chunks_exact_mut(dim).zip(vt).zip(o.iter_mut()) {
-            for s in col.iter_mut() {
-                *s *= decay;
-            }
-            let delta = (vj - dot8(col, kt)) * b;
-            for (s, &ki) in col.iter_mut().zip(kt) {
-                *s += ki * delta;
-            }
-            *oj = dot8(col, qt) * scale;
+            *oj = column(col, kt, qt, decay, vj, b) * scale;
         }
     }
 }
