@@ -287,6 +287,28 @@ fn gemma4_info_names_heads_and_shared_caches() {
     );
     assert_eq!(value("score scale"), "1");
     assert_eq!(value("logit soft-cap"), "30");
+    assert_eq!(
+        value("inputs"),
+        "text only: images and audio (Gemma 4's vision and audio encoders, a separate mmproj file) are not run"
+    );
+    // A file that carries an encoder's tensors loads, and says they are
+    // ignored.
+    let bytes = family("gemma4").write_with(&[
+        "v.patch_embd.weight",
+        "a.conv1d.0.weight",
+        "mm.input_projection.weight",
+    ]);
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model = Model::load(Arc::new(GgufFile::from_bytes(bytes).unwrap()), device, None).unwrap();
+    let info = model.arch().hyperparameters();
+    let inputs = info
+        .iter()
+        .find(|(k, _)| *k == "inputs")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(
+        inputs,
+        Some("text only: images and audio (Gemma 4's vision and audio encoders, a separate mmproj file) are not run (this file's 3 tensors of them are ignored)")
+    );
 }
 
 /// A Gemma 4 session holds cache layers of two widths (format version 3):

@@ -41,13 +41,6 @@ package() {
   report "$out/lamina_bg.wasm"
 }
 
-if [[ " $builds " == *" single "* ]]; then
-  RUSTFLAGS="-C target-feature=+simd128" package target npm/dist --no-default-features
-fi
-if [[ " $builds " == *" single-relaxed "* ]]; then
-  RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
-    package target/wasm-relaxed npm/dist-relaxed --no-default-features
-fi
 
 # The linker flags make the memory shared and imported (every worker gets
 # the same one) and export the TLS symbols wasm-bindgen's thread start needs;
@@ -67,9 +60,30 @@ threaded() {
     package "$target_dir" "$out" \
     --no-default-features --features threads -Z build-std=panic_abort,std
 }
-if [[ " $builds " == *" threads "* ]]; then
-  threaded target/wasm-threads npm/dist-threads
-fi
-if [[ " $builds " == *" threads-relaxed "* ]]; then
-  threaded target/wasm-threads-relaxed npm/dist-threads-relaxed -C target-feature=+relaxed-simd
-fi
+build() {
+  case $1 in
+    single) RUSTFLAGS="-C target-feature=+simd128" package target npm/dist --no-default-features ;;
+    single-relaxed)
+      RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
+        package target/wasm-relaxed npm/dist-relaxed --no-default-features ;;
+    threads) threaded target/wasm-threads npm/dist-threads ;;
+    threads-relaxed)
+      threaded target/wasm-threads-relaxed npm/dist-threads-relaxed -C target-feature=+relaxed-simd ;;
+    *) echo "build-wasm: unknown build '$1'" >&2; return 1 ;;
+  esac
+}
+
+# Two builds at a time: each spends long stretches on one core (parsing,
+# type checking, the single-threaded parts of LTO and wasm-opt), so a pair
+# shares the two cores better than one build alone. Each has its own
+# target directory; a failed build fails the script.
+pids=()
+for b in $builds; do
+  build "$b" &
+  pids+=($!)
+  if ((${#pids[@]} == 2)); then
+    for p in "${pids[@]}"; do wait "$p"; done
+    pids=()
+  fi
+done
+for p in "${pids[@]}"; do wait "$p"; done

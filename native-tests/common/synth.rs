@@ -670,6 +670,12 @@ impl Synth {
 
     /// The model file's bytes.
     pub fn write(&self) -> Vec<u8> {
+        self.write_with(&[])
+    }
+
+    /// The model file's bytes with F32 vectors of 4 values named `extra`
+    /// besides its own tensors (ones the model does not read).
+    pub fn write_with(&self, extra: &[&str]) -> Vec<u8> {
         let vocab = GgufFile::from_bytes(read_file(&golden_path(&format!("vocab/{}", self.vocab))))
             .expect("a vocab GGUF");
         let n_vocab = vocab
@@ -962,6 +968,9 @@ impl Synth {
             // LongRoPE's: short factors near 1, long ones growing further.
             t.vector("rope_factors_short.weight", &ramp(1.5));
             t.vector("rope_factors_long.weight", &ramp(12.0));
+        }
+        for name in extra {
+            t.vector(name, &[0.5; 4]);
         }
         for (name, ty, shape, data) in t.list {
             w.add_tensor(name, ty, &shape, data).expect("tensor");

@@ -75,6 +75,7 @@ pub(crate) fn load(
     let parts = Parts {
         qk_norm: true,
         post_norms: true,
+        text_only: Some("images (Gemma 3's vision encoder, a separate mmproj file)"),
         ..Parts::default()
     };
     decoder::load(

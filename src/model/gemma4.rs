@@ -134,6 +134,9 @@ pub(crate) fn load(
         value_norm: true,
         per_layer_inputs: true,
         output_scale: true,
+        text_only: Some(
+            "images and audio (Gemma 4's vision and audio encoders, a separate mmproj file)",
+        ),
         ..Parts::default()
     };
     decoder::load(

@@ -390,7 +390,24 @@ pub(crate) fn load(
         layers,
         long_ropes,
         per_layer,
+        text_only: parts.text_only.map(|what| text_only_note(file, what)),
     }))
+}
+
+/// "text only" and what is not run, with the count of the file's tensors
+/// that belong to it: an image or audio encoder's, as llama.cpp's
+/// converter names them in a projector file (`v.`, `a.`, `mm.`), or as
+/// a checkpoint does (`vision_tower`, `audio_tower`). They are not read.
+fn text_only_note(file: &GgufFile, what: &str) -> String {
+    let encoder = |name: &str| {
+        ["v.", "a.", "mm."].iter().any(|p| name.starts_with(p))
+            || name.contains("vision_tower")
+            || name.contains("audio_tower")
+    };
+    match file.tensors().iter().filter(|t| encoder(&t.name)).count() {
+        0 => format!("text only: {what} are not run"),
+        n => format!("text only: {what} are not run (this file's {n} tensors of them are ignored)"),
+    }
 }
 
 /// `embedding_length_per_layer_input`: the values of each layer's input

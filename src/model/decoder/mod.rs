@@ -203,6 +203,9 @@ pub struct Parts {
     /// `blk.N.layer_output_scale`, a scalar multiplying each layer's
     /// output, where the file has it (Gemma 4).
     pub output_scale: bool,
+    /// What the family's releases also take in that lamina does not run
+    /// (Gemma's images and audio): named in `lamina info`.
+    pub text_only: Option<&'static str>,
 }
 
 /// A loaded decoder of any of the families above.
@@ -225,6 +228,9 @@ pub struct Decoder {
     long_ropes: Vec<Option<Rope>>,
     /// Gemma 4's per-layer inputs' embedding and projection.
     per_layer: Option<per_layer::Inputs>,
+    /// `Parts::text_only`, with the file's tensors of those inputs that
+    /// are left unread, if it has any.
+    text_only: Option<String>,
 }
 
 /// Scratch of one context's forward passes (llama2.c's `RunState`).
@@ -769,6 +775,9 @@ impl Architecture for Decoder {
                 "values",
                 "RMS-normed per head; keys serve as values where a layer has no attn_v".into(),
             ));
+        }
+        if let Some(note) = &self.text_only {
+            h.push(("inputs", note.clone()));
         }
         if let Some(long) = &r.long_rope {
             h.push((
