@@ -131,12 +131,32 @@ fn gemma3_sequences_in_shared_batches() {
 
 /// What `lamina info` lists for the synthetic family `name`.
 fn hyperparameters(name: &str) -> Vec<(&'static str, String)> {
-    let file = Arc::new(GgufFile::from_bytes(family(name).write()).unwrap());
+    hyperparameters_of(family(name).write())
+}
+
+/// What `lamina info` lists for the model file `bytes`.
+fn hyperparameters_of(bytes: Vec<u8>) -> Vec<(&'static str, String)> {
+    let file = Arc::new(GgufFile::from_bytes(bytes).unwrap());
     let device = CpuDevice::new(None).unwrap().shared();
     Model::load(file, device, None)
         .unwrap()
         .arch()
         .hyperparameters()
+}
+
+/// The value of `key` in an info list (the first, if it repeats).
+fn info_value<'a>(info: &'a [(&'static str, String)], key: &str) -> Option<&'a str> {
+    info.iter()
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+/// The info list's "layer kind" lines, in order.
+fn layer_kinds<'a>(info: &'a [(&'static str, String)]) -> Vec<&'a str> {
+    info.iter()
+        .filter(|(k, _)| *k == "layer kind")
+        .map(|(_, v)| v.as_str())
+        .collect()
 }
 
 fn check_seqs(name: &str) {
@@ -189,9 +209,8 @@ fn lfm2moe_sigmoid_experts_q4_k() {
 #[test]
 fn lfm2moe_info_names_the_gating() {
     let info = hyperparameters("lfm2moe");
-    let experts = info.iter().find(|(k, _)| *k == "experts").map(|(_, v)| v);
     assert_eq!(
-        experts.map(String::as_str),
+        info_value(&info, "experts"),
         Some("from layer 1: 2 used of 8, feed-forward 256 each, sigmoid gating, a selection bias, weights renormalised"),
         "{info:?}"
     );
@@ -224,11 +243,7 @@ fn qwen35moe_gated_shared_expert_q4_k() {
 #[test]
 fn qwen35_info_names_the_delta_net() {
     let info = hyperparameters("qwen35");
-    let kinds: Vec<&str> = info
-        .iter()
-        .filter(|(k, _)| *k == "layer kind")
-        .map(|(_, v)| v.as_str())
-        .collect();
+    let kinds = layer_kinds(&info);
     assert_eq!(
         kinds,
         [
@@ -260,11 +275,7 @@ fn gemma4_sequences_in_shared_batches() {
 #[test]
 fn gemma4_info_names_heads_and_shared_caches() {
     let info = hyperparameters("gemma4");
-    let kinds: Vec<&str> = info
-        .iter()
-        .filter(|(k, _)| *k == "layer kind")
-        .map(|(_, v)| v.as_str())
-        .collect();
+    let kinds = layer_kinds(&info);
     assert_eq!(
         kinds,
         [
@@ -275,12 +286,8 @@ fn gemma4_info_names_heads_and_shared_caches() {
         ],
         "{info:?}"
     );
-    let value = |key: &str| {
-        info.iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_else(|| panic!("no {key} in {info:?}"))
-    };
+    let value =
+        |key: &str| info_value(&info, key).unwrap_or_else(|| panic!("no {key} in {info:?}"));
     assert!(
         value("per-layer inputs").starts_with("32 values per layer and token"),
         "{info:?}"
@@ -298,15 +305,9 @@ fn gemma4_info_names_heads_and_shared_caches() {
         "a.conv1d.0.weight",
         "mm.input_projection.weight",
     ]);
-    let device = CpuDevice::new(None).unwrap().shared();
-    let model = Model::load(Arc::new(GgufFile::from_bytes(bytes).unwrap()), device, None).unwrap();
-    let info = model.arch().hyperparameters();
-    let inputs = info
-        .iter()
-        .find(|(k, _)| *k == "inputs")
-        .map(|(_, v)| v.as_str());
+    let info = hyperparameters_of(bytes);
     assert_eq!(
-        inputs,
+        info_value(&info, "inputs"),
         Some("text only: images and audio (Gemma 4's vision and audio encoders, a separate mmproj file) are not run (this file's 3 tensors of them are ignored)")
     );
 }

@@ -118,32 +118,40 @@ pub struct Shape {
 /// `head_count_kv` given per layer: the count the attending layers share,
 /// and which layers have none.
 fn per_layer_kv_heads(keys: &Keys, a: &Array, n_layer: usize) -> Result<(usize, Vec<bool>)> {
-    let key = keys.name("attention.head_count_kv");
-    let counts: Vec<i64> = match a {
-        Array::U32(v) => v.iter().map(|&c| c as i64).collect(),
-        Array::I32(v) => v.iter().map(|&c| c as i64).collect(),
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "{key} is an array of {}: counts are u32 or i32",
-                other.element_type().name()
-            )))
-        }
-    };
-    if counts.len() != n_layer {
-        return Err(Error::InvalidArgument(format!(
-            "{key} has {} counts for {n_layer} layers",
-            counts.len()
-        )));
-    }
+    let key = "attention.head_count_kv";
+    let counts = per_layer_values(keys, key, a, n_layer)?;
     let attending: Vec<i64> = counts.iter().copied().filter(|&c| c != 0).collect();
     match attending.first() {
         Some(&c) if c > 0 && attending.iter().all(|&o| o == c) => {
             Ok((c as usize, counts.iter().map(|&c| c == 0).collect()))
         }
         _ => Err(Error::InvalidArgument(format!(
-            "{key} is {counts:?}: the layers that attend must share one positive KV head count"
+            "{} is {counts:?}: the layers that attend must share one positive KV head count",
+            keys.name(key)
         ))),
     }
+}
+
+/// A key given as one value per layer: `n_layer` u32 or i32 values.
+fn per_layer_values(keys: &Keys, key: &str, a: &Array, n_layer: usize) -> Result<Vec<i64>> {
+    let name = keys.name(key);
+    let values: Vec<i64> = match a {
+        Array::U32(v) => v.iter().map(|&c| c as i64).collect(),
+        Array::I32(v) => v.iter().map(|&c| c as i64).collect(),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "{name} is an array of {}: per-layer values are u32 or i32",
+                other.element_type().name()
+            )))
+        }
+    };
+    if values.len() != n_layer {
+        return Err(Error::InvalidArgument(format!(
+            "{name} has {} values for {n_layer} layers",
+            values.len()
+        )));
+    }
+    Ok(values)
 }
 
 /// A size given per layer: `n_layer` non-negative counts, u32 or i32.
@@ -154,22 +162,7 @@ pub(crate) fn per_layer_sizes(
     n_layer: usize,
 ) -> Result<Vec<usize>> {
     let name = keys.name(key);
-    let sizes: Vec<i64> = match a {
-        Array::U32(v) => v.iter().map(|&c| c as i64).collect(),
-        Array::I32(v) => v.iter().map(|&c| c as i64).collect(),
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "{name} is an array of {}: sizes are u32 or i32",
-                other.element_type().name()
-            )))
-        }
-    };
-    if sizes.len() != n_layer {
-        return Err(Error::InvalidArgument(format!(
-            "{name} has {} values for {n_layer} layers",
-            sizes.len()
-        )));
-    }
+    let sizes = per_layer_values(keys, key, a, n_layer)?;
     sizes
         .iter()
         .map(|&v| {
