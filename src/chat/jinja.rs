@@ -50,6 +50,11 @@ impl fmt::Display for Raised {
 
 impl std::error::Error for Raised {}
 
+/// A render variable that, when set (Unix seconds), is the time
+/// `strftime_now` gives: a render's own date (`ChatOptions::now`) wins over
+/// the template's fixed time and the clock.
+pub const NOW_VARIABLE: &str = "__lamina_now";
+
 impl JinjaTemplate {
     /// Parses `source`; a syntax error comes back with its line.
     /// `fixed_time` (Unix seconds) freezes `strftime_now`; `None` reads the clock.
@@ -66,9 +71,17 @@ impl JinjaTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_filter("tojson", pyjson::tojson);
         env.add_function("raise_exception", raise_exception);
-        env.add_function("strftime_now", move |format: String| -> String {
-            clock::strftime(&format, fixed_time.unwrap_or_else(clock::unix_now))
-        });
+        env.add_function(
+            "strftime_now",
+            move |state: &minijinja::State, format: String| -> String {
+                let now = state
+                    .lookup(NOW_VARIABLE)
+                    .and_then(|v| v.as_i64())
+                    .or(fixed_time)
+                    .unwrap_or_else(clock::unix_now);
+                clock::strftime(&format, now)
+            },
+        );
         env.add_template_owned(NAME, without_generation_tags(source))?;
         Ok(JinjaTemplate { env })
     }

@@ -196,6 +196,7 @@ impl ChatTemplate {
         if !options.tools.is_empty() {
             ctx.insert("tools".into(), Value::Array(options.tools.clone()));
         }
+        ctx.insert(jinja::NOW_VARIABLE.into(), Value::from(now));
         ctx.insert(
             "datetime".into(),
             Value::from(clock::strftime("%b %d %Y", now)),
