@@ -497,36 +497,66 @@ impl Context {
     }
 
     /// Places `batch` in free cells and runs it; on error the cells are
-    /// released and no output is readable.
+    /// released and no output is readable. The recurrent states are put
+    /// back too, except after a one-micro-batch forward pass that failed
+    /// while running (they are not copied for it, see kv/recurrent.rs):
+    /// those sequences are cleared and the error says so.
     fn run_decode(&mut self, batch: &Batch, hidden: bool) -> Result<()> {
         let n = batch.len();
-        if let Err(e) = self.memory.recurrent.begin(&batch.pos, &batch.seq_mask) {
-            self.memory.recurrent.rollback();
+        let back_up = n > self.params.n_ubatch;
+        if let Err(e) = self.memory.recurrent.begin(&batch.pos, &batch.seq_mask, back_up) {
+            self.memory.recurrent.abandon();
             return Err(e);
         }
         if let Err(e) = self.memory.kv.find_cells(n, &mut self.scratch.cells) {
-            self.memory.recurrent.rollback();
+            self.memory.recurrent.abandon();
             return Err(e);
         }
         self.logits.clear();
         self.output_rows.clear();
         self.output_rows.resize(n, None);
-        let result = self.decode_placed(batch, hidden);
-        if result.is_err() {
+        let mut started = false;
+        let result = self.decode_placed(batch, hidden, &mut started);
+        if let Err(e) = result {
             self.memory.kv.release(&self.scratch.cells);
-            self.memory.recurrent.rollback();
             self.logits.clear();
             self.output_rows.fill(None);
-        } else {
-            self.memory.recurrent.commit(&batch.pos, &batch.seq_mask);
+            if !started {
+                self.memory.recurrent.abandon();
+                return Err(e);
+            }
+            let lost = self.memory.recurrent.rollback();
+            return Err(self.clear_lost_sequences(lost, e));
         }
-        result
+        self.memory.recurrent.commit(&batch.pos, &batch.seq_mask);
+        Ok(())
+    }
+
+    /// Clears the sequences (`lost`: a mask) whose recurrent states a failed
+    /// forward pass left half-updated, and adds that to its error.
+    fn clear_lost_sequences(&mut self, lost: u64, error: Error) -> Error {
+        if lost == 0 {
+            return error;
+        }
+        let seqs: Vec<String> = (0..64)
+            .filter(|i| lost & (1 << i) != 0)
+            .map(|i| i.to_string())
+            .collect();
+        for seq in (0..64).filter(|i| lost & (1 << i) != 0) {
+            // Whole sequences can always be removed.
+            let _ = self.kv_seq_rm(seq, -1, -1);
+        }
+        Error::InvalidArgument(format!(
+            "{error}; the recurrent states of sequence {} were partly updated, so it was cleared",
+            seqs.join(", ")
+        ))
     }
 
     /// Runs a placed batch in micro-batches; `hidden`: every token's
     /// final-norm hidden state goes to the outputs instead of the logits of
     /// those that asked.
-    fn decode_placed(&mut self, batch: &Batch, hidden: bool) -> Result<()> {
+    /// `started` turns true when the first forward pass begins.
+    fn decode_placed(&mut self, batch: &Batch, hidden: bool, started: &mut bool) -> Result<()> {
         let n = batch.len();
         let s = &mut self.scratch;
         let width = if hidden {
@@ -562,6 +592,7 @@ impl Context {
                 hidden,
             };
             let first_row = self.logits.len() / width;
+            *started = true;
             let (arch, memory, state, logits, loras) = (
                 self.model.arch(),
                 &mut self.memory,

@@ -1,11 +1,13 @@
-//! The worker pool a context computes with. Natively: one rayon pool per
-//! context, built once and reused for every matrix product and attention
-//! pass. With one thread there is no pool and work runs inline, which is
-//! also what the single-thread wasm build gets. The threaded wasm build
-//! (`atomics`) cannot spawn threads itself: its Web Workers are started from
-//! JavaScript (wasm-bindgen-rayon's `initThreadPool`) as rayon's global pool,
-//! and every context of that wasm instance shares it; a forward pass borrows
-//! `n_threads - 1` of them as a spinning `Team` (see team.rs for why).
+//! The worker pool a context computes with. With one thread there is no
+//! pool and work runs inline, which is also what the single-thread wasm
+//! build gets. Natively each context has a rayon pool of its own, built once;
+//! the threaded wasm build (`atomics`) cannot spawn threads itself: its Web
+//! Workers are started from JavaScript (wasm-bindgen-rayon's
+//! `initThreadPool`) as rayon's global pool, and every context of that wasm
+//! instance shares it. Either way a forward pass (`install`) borrows
+//! `n_threads - 1` of the pool's threads as a spinning `Team` (see team.rs
+//! for why), and its parallel regions go to that team; regions outside a
+//! forward pass (quantizing, say) use rayon's parallel iterators.
 
 mod team;
 
@@ -54,11 +56,47 @@ pub fn global_pool_threads() -> usize {
     0
 }
 
-#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 thread_local! {
     /// The team of the `install` running on this thread.
     static CURRENT_TEAM: std::cell::Cell<*const team::Team> =
         const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Makes a team this thread's current one until dropped, then restores the
+/// one before it.
+struct CurrentTeam(*const team::Team);
+
+impl CurrentTeam {
+    fn set(team: &team::Team) -> CurrentTeam {
+        CurrentTeam(CURRENT_TEAM.with(|t| t.replace(team as *const team::Team)))
+    }
+}
+
+impl Drop for CurrentTeam {
+    fn drop(&mut self) {
+        CURRENT_TEAM.with(|t| t.set(self.0));
+    }
+}
+
+/// Runs `f` as `team`'s lead: its regions go to the team.
+fn lead_team<R>(team: &team::Team, f: impl FnOnce() -> R) -> R {
+    // Both end the helpers' spinning and restore the thread's previous team
+    // even if `f` unwinds, so the helpers return and the pool is free again.
+    let _stop = team.stop_on_drop();
+    let _current = CurrentTeam::set(team);
+    f()
+}
+
+/// `count` helpers of `team`, each on a thread of the pool: one here, the
+/// rest in a `join` that the pool's other threads steal.
+fn help_team(team: &team::Team, count: usize) {
+    match count {
+        0 => {}
+        1 => team.help(),
+        _ => {
+            rayon::join(|| team.help(), || help_team(team, count - 1));
+        }
+    }
 }
 
 /// A slice's base pointer handed to the team's threads (each touches only
@@ -137,55 +175,52 @@ impl Workers {
         self.n_threads
     }
 
-    /// Runs `f` on a worker of the pool (inline without one). A whole forward
-    /// pass goes through here once: its many parallel regions then start
-    /// from inside the pool, where idle workers are still spinning and take
-    /// the work at once, instead of each region waking them from outside.
+    /// Runs `f` as the lead of a `Team` of `n_threads - 1` threads of the
+    /// pool spinning beside it (inline without a pool); the parallel regions
+    /// of `f` go to the team. Natively the lead is a thread of the pool, in
+    /// threaded wasm the calling thread. A whole forward pass goes
+    /// through here once, so its ~150 regions per token start at once on
+    /// threads that are already awake instead of waking sleeping ones.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        // A nested call (from a team's lead or from inside a region) runs
+        // as it is: the pool's threads are already the running team's.
+        let nested = CURRENT_TEAM.with(|t| !t.get().is_null()) || team::in_region();
+        if matches!(self.pool, Pool::Inline) || nested {
+            return f();
+        }
+        let team = team::Team::new(self.n_threads - 1);
         match &self.pool {
-            Pool::Own(pool) => pool.install(f),
-            Pool::Global => self.with_team(f),
-            Pool::Inline => f(),
+            // `join` keeps its jobs on the stack (a spawn would allocate one
+            // per forward pass): the lead on this worker, the helpers stolen
+            // by the pool's others.
+            Pool::Own(pool) => pool.install(|| {
+                rayon::join(|| lead_team(&team, f), || help_team(&team, team.helpers())).0
+            }),
+            // The caller leads, so a browser's thread that called in stays
+            // the one computing; the global pool lends the helpers.
+            Pool::Global | Pool::Inline => rayon::in_place_scope(|s| {
+                for _ in 0..team.helpers() {
+                    s.spawn(|_| team.help());
+                }
+                lead_team(&team, f)
+            }),
         }
     }
 
-    /// Runs `f` on the calling thread with `n_threads - 1` helpers from the
-    /// global pool spinning beside it (a `Team`); the parallel regions of `f`
-    /// go to the team.
-    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-    fn with_team<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        let team = team::Team::new(self.n_threads - 1);
-        rayon::in_place_scope(|s| {
-            for _ in 1..self.n_threads {
-                s.spawn(|_| team.help());
-            }
-            let r = CURRENT_TEAM.with(|t| {
-                t.set(&team as *const team::Team);
-                let r = f();
-                t.set(std::ptr::null());
-                r
-            });
-            team.finish();
-            r
-        })
-    }
-
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
-    fn with_team<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        f()
+    /// Whether regions go to `on_team`: inside `install`, and always for the
+    /// global pool (whose regions outside a forward pass run inline).
+    fn use_team(&self) -> bool {
+        matches!(self.pool, Pool::Global) || CURRENT_TEAM.with(|t| !t.get().is_null())
     }
 
     /// `job(0..n)` on the team of the running `install`, or inline outside one.
     fn on_team(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
-        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-        {
-            let team = CURRENT_TEAM.with(|t| t.get());
-            // SAFETY: set only while `with_team` keeps the team alive.
-            if let Some(team) = unsafe { team.as_ref() } {
-                return team.run(n, job);
-            }
+        let team = CURRENT_TEAM.with(|t| t.get());
+        // SAFETY: set only while `install` keeps the team alive (`CurrentTeam`).
+        match unsafe { team.as_ref() } {
+            Some(team) => team.run(n, job),
+            None => (0..n).for_each(job),
         }
-        (0..n).for_each(job)
     }
 
     /// Runs `f` where this context's parallel iterators reach its workers.
@@ -201,7 +236,7 @@ impl Workers {
         if matches!(self.pool, Pool::Inline) || n <= 1 {
             return (0..n).map(f).collect();
         }
-        if matches!(self.pool, Pool::Global) {
+        if self.use_team() {
             let slots: Vec<std::sync::Mutex<Option<T>>> =
                 (0..n).map(|_| std::sync::Mutex::new(None)).collect();
             self.on_team(n, &|i| {
@@ -229,7 +264,7 @@ impl Workers {
             items.iter_mut().enumerate().for_each(|(i, t)| f(i, t));
             return;
         }
-        if matches!(self.pool, Pool::Global) {
+        if self.use_team() {
             let base = SharedMut(items.as_mut_ptr());
             self.on_team(items.len(), &|i| {
                 // SAFETY: each index is taken by exactly one thread, and
@@ -261,7 +296,7 @@ impl Workers {
                 .for_each(|(i, c)| f(i, c));
             return;
         }
-        if matches!(self.pool, Pool::Global) {
+        if self.use_team() {
             let len = data.len();
             let base = SharedMut(data.as_mut_ptr());
             self.on_team(n, &|i| {
@@ -303,7 +338,7 @@ impl Workers {
                 .for_each(|(i, (x, y))| f(i, x, y));
             return;
         }
-        if matches!(self.pool, Pool::Global) {
+        if self.use_team() {
             let (base_a, base_b) = (SharedMut(a.as_mut_ptr()), SharedMut(b.as_mut_ptr()));
             self.on_team(n, &|i| {
                 // SAFETY: piece i of each slice is [i * chunk, (i + 1) *
@@ -336,6 +371,36 @@ impl Workers {
             1
         } else {
             n.min(self.n_threads * 4).max(1)
+        }
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_in_and_out_of_a_forward_pass_cover_every_item() {
+        for threads in [1, 2, 3] {
+            let workers = Workers::new(threads).unwrap();
+            let check = |w: &Workers| {
+                assert_eq!(w.map(50, |i| i * i), (0..50).map(|i| i * i).collect::<Vec<_>>());
+                let mut items = vec![0usize; 37];
+                w.for_each_mut(&mut items, |i, x| *x = i + 1);
+                assert!(items.iter().enumerate().all(|(i, &x)| x == i + 1));
+                let mut data = vec![0usize; 100];
+                w.for_each_chunk_mut(&mut data, 7, |i, piece| piece.fill(i));
+                assert!(data.iter().enumerate().all(|(j, &x)| x == j / 7));
+            };
+            check(&workers);
+            let sum = workers.install(|| {
+                check(&workers);
+                // A nested pass runs on the same team instead of waiting
+                // for threads that are busy being it.
+                workers.install(|| check(&workers));
+                workers.map(10, |i| workers.install(|| i)).iter().sum::<usize>()
+            });
+            assert_eq!(sum, 45, "{threads} threads");
         }
     }
 }

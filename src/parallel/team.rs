@@ -1,16 +1,12 @@
-//! A team of threads that spin between parallel regions, for the threaded
-//! wasm build. A forward pass has ~150 parallel regions per token; rayon's
-//! idle workers go to sleep after a few microseconds of looking for work,
-//! and in a browser waking a Web Worker from `Atomics.wait` costs far more
-//! than a region's work (2 threads generated no faster than 1). Like ggml's
-//! threads, a team's helpers spin for the whole forward pass: a region is
-//! published by bumping an epoch counter, every member takes indices from a
-//! shared counter, and the caller spins until all helpers have finished.
-
-#![cfg_attr(
-    not(all(target_arch = "wasm32", target_feature = "atomics")),
-    allow(dead_code)
-)]
+//! A team of threads that spin between parallel regions. A forward pass has
+//! ~150 parallel regions per token, many of them a few microseconds long;
+//! rayon's idle workers go to sleep after a little while of looking for
+//! work, and waking one (a futex natively, `Atomics.wait` in a browser,
+//! where 2 threads generated no faster than 1) costs as much as a small
+//! region's work. Like ggml's threads, a team's helpers spin for the whole
+//! forward pass: a region is published by bumping an epoch counter, every
+//! member takes indices from a shared counter, and the caller spins until
+//! all helpers have finished.
 
 use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,6 +39,11 @@ thread_local! {
     static IN_REGION: Cell<bool> = const { Cell::new(false) };
 }
 
+/// Whether this thread is running a region's job.
+pub fn in_region() -> bool {
+    IN_REGION.with(|r| r.get())
+}
+
 impl Team {
     /// A team for the caller plus `helpers` threads that will call `help`.
     pub fn new(helpers: usize) -> Team {
@@ -58,11 +59,16 @@ impl Team {
         }
     }
 
+    pub fn helpers(&self) -> usize {
+        self.helpers
+    }
+
     /// A helper thread's body: runs every region until `finish`.
     pub fn help(&self) {
         // No region is published before every helper has joined, so epoch 0
         // is the one this helper has seen.
         let mut seen = 0;
+        let mut spins = 0;
         self.joined.fetch_add(1, Ordering::AcqRel);
         loop {
             let epoch = loop {
@@ -73,8 +79,9 @@ impl Team {
                 if self.stop.load(Ordering::Acquire) {
                     return;
                 }
-                std::hint::spin_loop();
+                spins = relax(spins);
             };
+            spins = 0;
             seen = epoch;
             // SAFETY: published before the epoch was bumped (Acquire above),
             // and kept until this helper leaves the region (`active`).
@@ -105,8 +112,9 @@ impl Team {
             (0..n).for_each(job);
             return;
         }
+        let mut spins = 0;
         while self.joined.load(Ordering::Acquire) < self.helpers {
-            std::hint::spin_loop();
+            spins = relax(spins);
         }
         // SAFETY: no helper is in a region (all left the last one), and the
         // reference is erased from `job` only until the helpers are done
@@ -119,8 +127,9 @@ impl Team {
         self.active.store(self.helpers, Ordering::Relaxed);
         self.epoch.fetch_add(1, Ordering::Release);
         self.work(job);
+        spins = 0;
         while self.active.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            spins = relax(spins);
         }
         // SAFETY: every helper has left the region.
         unsafe {
@@ -131,6 +140,37 @@ impl Team {
     /// Lets the helpers return from `help`.
     pub fn finish(&self) {
         self.stop.store(true, Ordering::Release);
+    }
+
+    /// A guard that calls `finish` when dropped (also when unwinding).
+    pub fn stop_on_drop(&self) -> StopOnDrop<'_> {
+        StopOnDrop(self)
+    }
+}
+
+pub struct StopOnDrop<'a>(&'a Team);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
+/// One round of waiting: a spin hint, and after a few of them a yield to the
+/// OS. Back-to-back regions are caught by the spins; after that, yielding
+/// frees the core for a thread the OS has descheduled (more threads than
+/// cores), and a waiting hyperthread stops taking its sibling's execution
+/// units: always spinning made generation ~10% slower at 2 threads on this
+/// 2-vCPU machine, while yielding from the start was as fast as this.
+/// (`yield_now` does nothing in wasm, where helpers just spin.)
+fn relax(spins: u32) -> u32 {
+    const SPINS_BEFORE_YIELDING: u32 = 64;
+    if spins < SPINS_BEFORE_YIELDING {
+        std::hint::spin_loop();
+        spins + 1
+    } else {
+        std::thread::yield_now();
+        spins
     }
 }
 
