@@ -538,17 +538,15 @@ impl Context {
         if lost == 0 {
             return error;
         }
-        let seqs: Vec<String> = (0..64)
-            .filter(|i| lost & (1 << i) != 0)
-            .map(|i| i.to_string())
-            .collect();
-        for seq in (0..64).filter(|i| lost & (1 << i) != 0) {
+        let seqs: Vec<i32> = (0..64).filter(|i| lost & (1 << i) != 0).collect();
+        for &seq in &seqs {
             // Whole sequences can always be removed.
             let _ = self.kv_seq_rm(seq, -1, -1);
         }
+        let names: Vec<String> = seqs.iter().map(|s| s.to_string()).collect();
         Error::InvalidArgument(format!(
             "{error}; the recurrent states of sequence {} were partly updated, so it was cleared",
-            seqs.join(", ")
+            names.join(", ")
         ))
     }
 
