@@ -504,7 +504,11 @@ impl Context {
     fn run_decode(&mut self, batch: &Batch, hidden: bool) -> Result<()> {
         let n = batch.len();
         let back_up = n > self.params.n_ubatch;
-        if let Err(e) = self.memory.recurrent.begin(&batch.pos, &batch.seq_mask, back_up) {
+        if let Err(e) = self
+            .memory
+            .recurrent
+            .begin(&batch.pos, &batch.seq_mask, back_up)
+        {
             self.memory.recurrent.abandon();
             return Err(e);
         }

@@ -433,7 +433,11 @@ mod tests {
         assert_eq!(s.rollback(), 1);
         assert_eq!((s.span(0), s.span(2)), (None, None));
         s.begin(&[0], &[1], false).unwrap();
-        assert_eq!(s.state_mut(0, 0).unwrap(), &[0.0; 3], "begins again from zeros");
+        assert_eq!(
+            s.state_mut(0, 0).unwrap(),
+            &[0.0; 3],
+            "begins again from zeros"
+        );
     }
 
     #[test]

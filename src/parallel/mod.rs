@@ -70,6 +70,11 @@ impl CurrentTeam {
     fn set(team: &team::Team) -> CurrentTeam {
         CurrentTeam(CURRENT_TEAM.with(|t| t.replace(team as *const team::Team)))
     }
+
+    /// Whether this thread leads a team (is inside an `install`).
+    fn running() -> bool {
+        CURRENT_TEAM.with(|t| !t.get().is_null())
+    }
 }
 
 impl Drop for CurrentTeam {
@@ -184,7 +189,7 @@ impl Workers {
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         // A nested call (from a team's lead or from inside a region) runs
         // as it is: the pool's threads are already the running team's.
-        let nested = CURRENT_TEAM.with(|t| !t.get().is_null()) || team::in_region();
+        let nested = CurrentTeam::running() || team::in_region();
         if matches!(self.pool, Pool::Inline) || nested {
             return f();
         }
@@ -210,7 +215,7 @@ impl Workers {
     /// Whether regions go to `on_team`: inside `install`, and always for the
     /// global pool (whose regions outside a forward pass run inline).
     fn use_team(&self) -> bool {
-        matches!(self.pool, Pool::Global) || CURRENT_TEAM.with(|t| !t.get().is_null())
+        matches!(self.pool, Pool::Global) || CurrentTeam::running()
     }
 
     /// `job(0..n)` on the team of the running `install`, or inline outside one.
@@ -384,7 +389,10 @@ mod tests {
         for threads in [1, 2, 3] {
             let workers = Workers::new(threads).unwrap();
             let check = |w: &Workers| {
-                assert_eq!(w.map(50, |i| i * i), (0..50).map(|i| i * i).collect::<Vec<_>>());
+                assert_eq!(
+                    w.map(50, |i| i * i),
+                    (0..50).map(|i| i * i).collect::<Vec<_>>()
+                );
                 let mut items = vec![0usize; 37];
                 w.for_each_mut(&mut items, |i, x| *x = i + 1);
                 assert!(items.iter().enumerate().all(|(i, &x)| x == i + 1));
@@ -398,7 +406,10 @@ mod tests {
                 // A nested pass runs on the same team instead of waiting
                 // for threads that are busy being it.
                 workers.install(|| check(&workers));
-                workers.map(10, |i| workers.install(|| i)).iter().sum::<usize>()
+                workers
+                    .map(10, |i| workers.install(|| i))
+                    .iter()
+                    .sum::<usize>()
             });
             assert_eq!(sum, 45, "{threads} threads");
         }
