@@ -671,6 +671,76 @@ fn attention_matches_the_scalar_backend() {
     }
 }
 
+/// Attention splits a token's heads into groups that share a KV head, and
+/// splits the groups further when threads outnumber them; every split
+/// gives each variant the bits it gives on one thread (one token, as in
+/// generation, and a few, as in a batch of sequences).
+#[test]
+fn attention_is_the_same_on_any_number_of_threads() {
+    let host = scalar().buffer_type();
+    for (n_head, n_head_kv) in [(6, 2), (8, 2), (4, 4), (9, 3)] {
+        // (ggml_test_values gives whole blocks of 32.)
+        let hd = 64;
+        let cells = 45;
+        let kv_w = n_head_kv * hd;
+        let k = ggml_test_values(71, cells * kv_w);
+        let v = ggml_test_values(72, cells * kv_w);
+        let cell_pos: Vec<i32> = (0..cells as i32).collect();
+        let cell_seqs = vec![1u64; cells];
+        for n in [1usize, 3] {
+            let q = ggml_test_values(73, n * n_head * hd);
+            let query_pos: Vec<i32> = (0..n as i32).map(|i| 44 - 9 * i).collect();
+            let query_seq = vec![0u32; n];
+            for ty in [CacheType::F16, CacheType::F32, CacheType::Q8_0] {
+                let mut kb = CacheBuffer::new(host.as_ref(), ty, kv_w, cells).unwrap();
+                let mut vb = CacheBuffer::new(host.as_ref(), ty, kv_w, cells).unwrap();
+                let mut be = scalar().create_backend(1).unwrap();
+                for c in 0..cells {
+                    be.set_row(&k[c * kv_w..(c + 1) * kv_w], kb.view_mut(), c)
+                        .unwrap();
+                    be.set_row(&v[c * kv_w..(c + 1) * kv_w], vb.view_mut(), c)
+                        .unwrap();
+                }
+                let args = AttentionArgs {
+                    q: &q,
+                    k: kb.view(),
+                    v: vb.view(),
+                    n_head,
+                    n_head_kv,
+                    head_dim: hd,
+                    scale: 0.15,
+                    cell_pos: &cell_pos,
+                    cell_seqs: &cell_seqs,
+                    query_pos: &query_pos,
+                    query_seq: &query_seq,
+                    causal: true,
+                    window: None,
+                };
+                for (variant, device) in devices() {
+                    // (A target without threads, wasm's single-threaded
+                    // build, has no backend of several.)
+                    let run = |threads: usize| {
+                        let mut be = device.create_backend(threads).ok()?;
+                        let mut out = vec![f32::NAN; n * n_head * hd];
+                        be.attention(&args, &mut out).unwrap();
+                        Some(out.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                    };
+                    let one = run(1).expect("a backend of one thread");
+                    for threads in [2, 3, 5] {
+                        let Some(got) = run(threads) else { continue };
+                        assert_eq!(
+                            got,
+                            one,
+                            "{variant} {} {n_head}/{n_head_kv} heads, {n} tokens, {threads} threads",
+                            ty.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A GEMV kernel handed an output shorter than its group of rows refuses
 /// (a panic before any write) instead of writing past the slice: this once
 /// wrote 8 floats into a 1-element slice (AVX2), 4 on NEON.
@@ -848,6 +918,80 @@ fn attention_row_kernels_equal_their_twins() {
     }
 }
 
+/// The kernels over cached rows for several heads sharing them (one KV
+/// head), where a variant has them: each head's scores and weighted sum
+/// equal the variant's single-head kernels bit for bit, for 1 to 5 heads
+/// (past the widest group a kernel takes at once) and head widths around
+/// the vector widths, over cells past the prefetch distance.
+#[test]
+fn attention_head_group_kernels_equal_one_head_at_a_time() {
+    use half::f16;
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let mut tested = 0;
+    for hd in [1usize, 8, 9, 16, 24, 40, 64, 100, 128] {
+        let (stride, offset) = (3 * hd + 5, hd + 2);
+        let cells: Vec<u32> = (0..40u32).map(|j| (j * 7) % 37).collect();
+        let rows_f = ggml_test_values(60 + hd as u64, (38 * stride).div_ceil(32) * 32);
+        let cache: Vec<f16> = rows_f.iter().map(|&x| f16::from_f32(x)).collect();
+        for heads in 1..=5usize {
+            let q: Vec<f32> = ggml_test_values(61, (heads * hd).div_ceil(32) * 32)[..heads * hd]
+                .iter()
+                .map(|&x| f16::from_f32(x).to_f32())
+                .collect();
+            let p: Vec<f32> = ggml_test_values(62, (heads * cells.len()).div_ceil(32) * 32)
+                [..heads * cells.len()]
+                .to_vec();
+            for variant in CpuVariant::compiled_variants() {
+                if !variant.supported(cpu.features()) {
+                    continue;
+                }
+                let k = cpu.kernels_for(variant).unwrap();
+                let n = cells.len();
+                let mut want_scores = vec![0.0f32; heads * n];
+                let mut want_sums = vec![0.0f32; heads * hd];
+                for h in 0..heads {
+                    let (q, p) = (&q[h * hd..(h + 1) * hd], &p[h * n..(h + 1) * n]);
+                    (k.scores_f16)(
+                        &cache,
+                        stride,
+                        offset,
+                        &cells,
+                        q,
+                        &mut want_scores[h * n..][..n],
+                    );
+                    (k.wsum_f16)(
+                        &cache,
+                        stride,
+                        offset,
+                        &cells,
+                        p,
+                        &mut want_sums[h * hd..][..hd],
+                    );
+                }
+                if let Some(scores_heads) = k.scores_f16_heads {
+                    let mut got = vec![f32::NAN; heads * n];
+                    scores_heads(&cache, stride, offset, &cells, &q, &mut got, heads);
+                    let what = format!("scores_f16_heads {variant} hd {hd} heads {heads}");
+                    assert_eq!(bits(&got), bits(&want_scores), "{what}");
+                    tested += 1;
+                }
+                if let Some(wsum_heads) = k.wsum_f16_heads {
+                    let mut got = vec![f32::NAN; heads * hd];
+                    wsum_heads(&cache, stride, offset, &cells, &p, &mut got, heads);
+                    let what = format!("wsum_f16_heads {variant} hd {hd} heads {heads}");
+                    assert_eq!(bits(&got), bits(&want_sums), "{what}");
+                    tested += 1;
+                }
+            }
+        }
+    }
+    // Every x86_64 CPU the tests run on has AVX2, whose table has both.
+    if cfg!(target_arch = "x86_64") {
+        assert!(tested > 0, "no variant here has the head-group kernels");
+    }
+}
+
 /// A cached row past the end of the cache is refused (a panic) before any
 /// kernel reads it.
 #[cfg(not(target_arch = "wasm32"))]
@@ -874,6 +1018,42 @@ fn attention_row_kernels_check_their_rows() {
             (k.wsum_f16)(&cache, 16, 1, &[3], &[1.0], &mut out);
         });
         assert!(past.is_err(), "{variant}: wsum_f16 read past the cache");
+        if let Some(scores_heads) = k.scores_f16_heads {
+            let q2 = [0.0f32; 32];
+            scores_heads(&cache, 16, 0, &[3], &q2, &mut [0.0; 2], 2);
+            let past = std::panic::catch_unwind(|| {
+                scores_heads(&cache, 16, 0, &[4], &q2, &mut [0.0; 2], 2)
+            });
+            assert!(
+                past.is_err(),
+                "{variant}: scores_f16_heads read past the cache"
+            );
+            // Outputs for fewer heads than the queries hold: refused.
+            let short = std::panic::catch_unwind(|| {
+                scores_heads(&cache, 16, 0, &[3], &q2, &mut [0.0; 1], 2)
+            });
+            assert!(
+                short.is_err(),
+                "{variant}: scores_f16_heads took a short output"
+            );
+        }
+        if let Some(wsum_heads) = k.wsum_f16_heads {
+            wsum_heads(&cache, 16, 0, &[3], &[1.0, 1.0], &mut [0.0; 32], 2);
+            let past = std::panic::catch_unwind(|| {
+                wsum_heads(&cache, 16, 1, &[3], &[1.0, 1.0], &mut [0.0; 32], 2)
+            });
+            assert!(
+                past.is_err(),
+                "{variant}: wsum_f16_heads read past the cache"
+            );
+            let short = std::panic::catch_unwind(|| {
+                wsum_heads(&cache, 16, 0, &[3], &[1.0], &mut [0.0; 32], 2)
+            });
+            assert!(
+                short.is_err(),
+                "{variant}: wsum_f16_heads took too few weights"
+            );
+        }
         let cache = vec![0.0f32; 64];
         if let Some(scores_f32) = k.scores_f32 {
             scores_f32(&cache, 16, 0, &[3], &q, &mut [0.0]);

@@ -37,22 +37,23 @@ pub(super) struct AttnPiece {
 }
 
 impl AttnPiece {
-    /// Grows the buffers for `tasks` heads of `hd` values over `cells` cells.
-    fn reserve(&mut self, tasks: usize, hd: usize, cells: usize) {
+    /// Grows the buffers for `heads` heads of `hd` values in all, over
+    /// `cells` cells, taken `group` heads at a time.
+    fn reserve(&mut self, heads: usize, group: usize, hd: usize, cells: usize) {
         fn grow<T: Clone>(v: &mut Vec<T>, len: usize, fill: T) {
             if v.len() < len {
                 v.resize(len, fill);
             }
         }
-        grow(&mut self.out, tasks * hd, 0.0);
-        grow(&mut self.scores, cells, 0.0);
+        grow(&mut self.out, heads * hd, 0.0);
+        grow(&mut self.scores, group * cells, 0.0);
         if self.visible.capacity() < cells {
             self.visible.reserve(cells - self.visible.len());
         }
-        grow(&mut self.q16, hd, 0.0);
+        grow(&mut self.q16, group * hd, 0.0);
         grow(&mut self.q8, hd.div_ceil(QK), BlockQ8_0::zeroed());
-        grow(&mut self.probs16, cells, 0.0);
-        grow(&mut self.half, cells.max(hd), f16::ZERO);
+        grow(&mut self.probs16, group * cells, 0.0);
+        grow(&mut self.half, group * cells.max(hd), f16::ZERO);
     }
 }
 
@@ -67,7 +68,8 @@ pub(super) fn attention(
     a.check(out.len())?;
     let n = a.query_pos.len();
     let hd = a.head_dim;
-    let tasks = n * a.n_head;
+    let units = Units::new(a, workers.n_threads());
+    let tasks = n * units.per_token;
     let cells = a.cell_pos.len();
     let wanted = workers.pieces(tasks).max(1);
     let per_piece = tasks.div_ceil(wanted).max(1);
@@ -75,27 +77,101 @@ pub(super) fn attention(
     if pieces.len() < n_pieces {
         pieces.resize_with(n_pieces, AttnPiece::default);
     }
+    let heads_per_piece = per_piece * units.heads;
     for p in pieces[..n_pieces].iter_mut() {
-        p.reserve(per_piece, hd, cells.max(min_cells));
+        p.reserve(heads_per_piece, units.heads, hd, cells.max(min_cells));
         p.visible_for = None;
     }
+    // Units are (token, KV head, group of its query heads) in the order of
+    // the outputs, so a piece's outputs are one run of `out`.
+    let first_head =
+        |t: usize| (t / units.per_token) * a.n_head + units.first_head(t % units.per_token);
     workers.for_each_mut(&mut pieces[..n_pieces], |p, piece| {
         let first = p * per_piece;
+        let end = (first + per_piece).min(tasks);
         // The outputs leave the piece while its other buffers are in use.
         let mut dst = std::mem::take(&mut piece.out);
-        for t in first..(first + per_piece).min(tasks) {
-            let (i, head) = (t / a.n_head, t % a.n_head);
-            let o = (t - first) * hd;
-            head_attention(k, a, i, head, piece, &mut dst[o..o + hd]);
+        let base = first_head(first);
+        for t in first..end {
+            let (i, u) = (t / units.per_token, t % units.per_token);
+            let heads = units.heads_of(u);
+            let o = (first_head(t) - base) * hd;
+            group_attention(
+                k,
+                a,
+                i,
+                heads.clone(),
+                piece,
+                &mut dst[o..o + heads.len() * hd],
+            );
         }
         piece.out = dst;
     });
-    for (p, piece) in pieces[..n_pieces].iter().enumerate() {
+    for p in 0..n_pieces {
         let first = p * per_piece;
-        let count = per_piece.min(tasks - first);
-        out[first * hd..(first + count) * hd].copy_from_slice(&piece.out[..count * hd]);
+        let end = (first + per_piece).min(tasks);
+        let from = first_head(first) * hd;
+        let to = if end == tasks {
+            n * a.n_head * hd
+        } else {
+            first_head(end) * hd
+        };
+        out[from..to].copy_from_slice(&pieces[p].out[..to - from]);
     }
     Ok(())
+}
+
+/// How a token's query heads are split into units of work: the heads of
+/// one KV head together (each cached row then read and widened once for
+/// all of them), in smaller groups only when there would otherwise be
+/// fewer units than threads.
+struct Units {
+    /// Query heads per KV head.
+    group: usize,
+    /// Query heads per unit (the last of a KV head's units may have fewer).
+    heads: usize,
+    /// Units per KV head.
+    per_group: usize,
+    /// Units per token.
+    per_token: usize,
+}
+
+impl Units {
+    fn new(a: &AttentionArgs, threads: usize) -> Units {
+        let group = a.n_head / a.n_head_kv;
+        let n = a.query_pos.len().max(1);
+        let mut splits = 1;
+        while splits < group
+            && n * a.n_head_kv * splits
+                < threads
+                    * std::env::var("LAMINA_UNITS")
+                        .ok()
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(1)
+        {
+            splits += 1;
+        }
+        let heads = group.div_ceil(splits);
+        let per_group = group.div_ceil(heads);
+        Units {
+            group,
+            heads,
+            per_group,
+            per_token: a.n_head_kv * per_group,
+        }
+    }
+
+    /// The first query head of unit `u` of a token.
+    fn first_head(&self, u: usize) -> usize {
+        (u / self.per_group) * self.group + (u % self.per_group) * self.heads
+    }
+
+    /// The query heads of unit `u` of a token.
+    fn heads_of(&self, u: usize) -> std::ops::Range<usize> {
+        let first = self.first_head(u);
+        let group_end = (u / self.per_group + 1) * self.group;
+        first..(first + self.heads).min(group_end)
+    }
 }
 
 /// Whether query token `i` sees cell `c`.
@@ -106,18 +182,20 @@ fn sees(a: &AttentionArgs, i: usize, c: usize) -> bool {
         && a.window.is_none_or(|w| (q as i64 - p as i64) < w as i64)
 }
 
-/// out = softmax(scale · q·Kᵀ) · V for head `head` of token `i`.
-fn head_attention(
+/// out = softmax(scale · q·Kᵀ) · V for the query heads `heads` of token `i`,
+/// which share one KV head (`out` holds their rows back to back).
+fn group_attention(
     k: &Kernels,
     a: &AttentionArgs,
     i: usize,
-    head: usize,
+    heads: std::ops::Range<usize>,
     s: &mut AttnPiece,
     out: &mut [f32],
 ) {
     let hd = a.head_dim;
     let kv_w = a.n_head_kv * hd;
-    let off = (head / (a.n_head / a.n_head_kv)) * hd;
+    let off = (heads.start / (a.n_head / a.n_head_kv)) * hd;
+    let g = heads.len();
     if s.visible_for != Some(i) {
         s.visible.clear();
         s.visible.extend(
@@ -127,41 +205,114 @@ fn head_attention(
         );
         s.visible_for = Some(i);
     }
-    let q = &a.q[(i * a.n_head + head) * hd..(i * a.n_head + head + 1) * hd];
-    let scores = &mut s.scores[..s.visible.len()];
+    let nv = s.visible.len();
+    let q = &a.q[(i * a.n_head + heads.start) * hd..(i * a.n_head + heads.end) * hd];
+    let scores = &mut s.scores[..g * nv];
     match a.k {
         CacheRows::F16(kc, _) => {
-            // The query in f16, as ggml converts it, held as f32 (exactly).
-            let (qh, qf) = (&mut s.half[..hd], &mut s.q16[..hd]);
+            // The queries in f16, as ggml converts them, held as f32 (exactly).
+            let (qh, qf) = (&mut s.half[..g * hd], &mut s.q16[..g * hd]);
             qh.convert_from_f32_slice(q);
             qh.convert_to_f32_slice(qf);
-            (k.scores_f16)(kc, kv_w, off, &s.visible, qf, scores);
-            for sc in scores.iter_mut() {
-                *sc *= a.scale;
-            }
-        }
-        CacheRows::F32(kc, _) => {
-            if let Some(scores_f32) = k.scores_f32 {
-                scores_f32(kc, kv_w, off, &s.visible, q, scores);
-            } else {
-                for (sc, &c) in scores.iter_mut().zip(&s.visible) {
-                    let start = c as usize * kv_w + off;
-                    *sc = (k.vec_dot_f32)(&kc[start..start + hd], q);
+            match k.scores_f16_heads {
+                Some(heads_fn) => heads_fn(kc, kv_w, off, &s.visible, qf, scores, g),
+                None => {
+                    for (qh, sh) in qf.chunks_exact(hd).zip(scores.chunks_exact_mut(nv.max(1))) {
+                        (k.scores_f16)(kc, kv_w, off, &s.visible, qh, &mut sh[..nv]);
+                    }
                 }
             }
             for sc in scores.iter_mut() {
                 *sc *= a.scale;
             }
         }
+        CacheRows::F32(kc, _) => {
+            for (q, scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(nv.max(1))) {
+                let scores = &mut scores[..nv];
+                if let Some(scores_f32) = k.scores_f32 {
+                    scores_f32(kc, kv_w, off, &s.visible, q, scores);
+                } else {
+                    for (sc, &c) in scores.iter_mut().zip(&s.visible) {
+                        let start = c as usize * kv_w + off;
+                        *sc = (k.vec_dot_f32)(&kc[start..start + hd], q);
+                    }
+                }
+                for sc in scores.iter_mut() {
+                    *sc *= a.scale;
+                }
+            }
+        }
         CacheRows::Q8_0(kc, _) => {
             let qb = &mut s.q8[..hd / QK];
-            (k.quantize_q8_0)(q, qb);
-            for (sc, &c) in scores.iter_mut().zip(&s.visible) {
-                let start = c as usize * kv_w + off;
-                *sc = (k.vec_dot_q8_0_q8_0)(&kc[start / QK..(start + hd) / QK], qb) * a.scale;
+            for (q, scores) in q.chunks_exact(hd).zip(scores.chunks_exact_mut(nv.max(1))) {
+                (k.quantize_q8_0)(q, qb);
+                for (sc, &c) in scores[..nv].iter_mut().zip(&s.visible) {
+                    let start = c as usize * kv_w + off;
+                    *sc = (k.vec_dot_q8_0_q8_0)(&kc[start / QK..(start + hd) / QK], qb) * a.scale;
+                }
             }
         }
     }
+    if nv > 0 {
+        for head_scores in scores.chunks_exact_mut(nv) {
+            softmax_in_place(head_scores);
+        }
+    }
+    match a.v {
+        CacheRows::F16(vc, _) => {
+            // ggml rounds the weights through f16 when they meet an f16 V.
+            let (ph, h) = (&mut s.half[..g * nv], &mut s.probs16[..g * nv]);
+            ph.convert_from_f32_slice(scores);
+            ph.convert_to_f32_slice(h);
+            match k.wsum_f16_heads {
+                Some(heads_fn) => heads_fn(vc, kv_w, off, &s.visible, h, out, g),
+                None => {
+                    for (p, o) in h.chunks_exact(nv.max(1)).zip(out.chunks_exact_mut(hd)) {
+                        (k.wsum_f16)(vc, kv_w, off, &s.visible, &p[..nv], o);
+                    }
+                }
+            }
+            if nv == 0 {
+                out.fill(0.0);
+            }
+        }
+        CacheRows::F32(vc, _) => {
+            for (p, out) in scores.chunks_exact(nv.max(1)).zip(out.chunks_exact_mut(hd)) {
+                let p = &p[..nv];
+                if let Some(wsum_f32) = k.wsum_f32 {
+                    wsum_f32(vc, kv_w, off, &s.visible, p, out);
+                } else {
+                    out.fill(0.0);
+                    for (&c, &p) in s.visible.iter().zip(p) {
+                        let start = c as usize * kv_w + off;
+                        (k.axpy_f32)(p, &vc[start..start + hd], out);
+                    }
+                }
+            }
+            if nv == 0 {
+                out.fill(0.0);
+            }
+        }
+        CacheRows::Q8_0(vc, _) => {
+            out.fill(0.0);
+            for (p, out) in scores.chunks_exact(nv.max(1)).zip(out.chunks_exact_mut(hd)) {
+                for (&c, &p) in s.visible.iter().zip(&p[..nv]) {
+                    let start = (c as usize * kv_w + off) / QK;
+                    for (o, b) in out.chunks_exact_mut(QK).zip(&vc[start..start + hd / QK]) {
+                        let d = b.d.to_f32();
+                        for (x, &q) in o.iter_mut().zip(&b.qs) {
+                            *x += p * (q as f32 * d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One head's scaled scores to attention weights: exp(s - max) over an f64
+/// sum, as ggml's soft_max.
+fn softmax_in_place(scores: &mut [f32]) {
     let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
     let mut sum = 0.0f64;
     for sc in scores.iter_mut() {
@@ -171,38 +322,6 @@ fn head_attention(
     let inv = (1.0 / sum) as f32;
     for sc in scores.iter_mut() {
         *sc *= inv;
-    }
-    match a.v {
-        CacheRows::F16(vc, _) => {
-            // ggml rounds the weights through f16 when they meet an f16 V.
-            let (ph, h) = (&mut s.half[..scores.len()], &mut s.probs16[..scores.len()]);
-            ph.convert_from_f32_slice(scores);
-            ph.convert_to_f32_slice(h);
-            (k.wsum_f16)(vc, kv_w, off, &s.visible, h, out);
-        }
-        CacheRows::F32(vc, _) => {
-            if let Some(wsum_f32) = k.wsum_f32 {
-                wsum_f32(vc, kv_w, off, &s.visible, scores, out);
-            } else {
-                out.fill(0.0);
-                for (&c, &p) in s.visible.iter().zip(scores.iter()) {
-                    let start = c as usize * kv_w + off;
-                    (k.axpy_f32)(p, &vc[start..start + hd], out);
-                }
-            }
-        }
-        CacheRows::Q8_0(vc, _) => {
-            out.fill(0.0);
-            for (&c, &p) in s.visible.iter().zip(scores.iter()) {
-                let start = (c as usize * kv_w + off) / QK;
-                for (o, b) in out.chunks_exact_mut(QK).zip(&vc[start..start + hd / QK]) {
-                    let d = b.d.to_f32();
-                    for (x, &q) in o.iter_mut().zip(&b.qs) {
-                        *x += p * (q as f32 * d);
-                    }
-                }
-            }
-        }
     }
 }
 

@@ -60,6 +60,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
         scores_f16,
         wsum_f16,
+        scores_f16_heads: Some(scores_f16_heads),
+        wsum_f16_heads: Some(wsum_f16_heads),
         axpy_f32,
         delta_net_column,
         silu_mul,
@@ -218,6 +220,66 @@ fn wsum_f16(
     super::rows::check_cells(v.len(), stride, offset, out.len(), cells, p.len());
     // SAFETY: as for `scores_f16`: every row read lies in `v`.
     unsafe { wsum_f16_impl(v, stride, offset, cells, p, out) }
+}
+fn scores_f16_heads(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+    heads: usize,
+) {
+    let hd =
+        super::rows::check_head_scores(k.len(), stride, offset, cells, (q.len(), out.len()), heads);
+    let n = cells.len();
+    // Three heads at a time keep 12 accumulators and the row's 4 vectors
+    // in the 16 registers.
+    let mut h = 0;
+    while h < heads {
+        let take = (heads - h).min(3);
+        let (q, out) = (&q[h * hd..(h + take) * hd], &mut out[h * n..(h + take) * n]);
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; every row read lies in `k` and `q`, `out` hold
+        // `take` heads (checked above).
+        unsafe {
+            match take {
+                3 => scores_f16_heads_impl::<3>(k, stride, offset, cells, q, out),
+                2 => scores_f16_heads_impl::<2>(k, stride, offset, cells, q, out),
+                _ => scores_f16_impl(k, stride, offset, cells, q, out),
+            }
+        }
+        h += take;
+    }
+}
+fn wsum_f16_heads(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+    heads: usize,
+) {
+    let w =
+        super::rows::check_head_sums(v.len(), stride, offset, cells, (p.len(), out.len()), heads);
+    let n = cells.len();
+    let mut h = 0;
+    while h < heads {
+        let take = (heads - h).min(4);
+        let (p, out) = (&p[h * n..(h + take) * n], &mut out[h * w..(h + take) * w]);
+        // SAFETY: as for `scores_f16_heads`: every row read lies in `v`, and
+        // `p`, `out` hold `take` heads.
+        unsafe {
+            match take {
+                4 => wsum_f16_heads_impl::<4, 2>(v, stride, offset, cells, p, out),
+                3 => wsum_f16_heads_impl::<3, 2>(v, stride, offset, cells, p, out),
+                2 => wsum_f16_heads_impl::<2, 4>(v, stride, offset, cells, p, out),
+                _ => wsum_f16_impl(v, stride, offset, cells, p, out),
+            }
+        }
+        h += take;
+    }
 }
 fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
@@ -534,8 +596,9 @@ unsafe fn scores_f16_impl(
     out: &mut [f32],
 ) {
     let n = q.len();
-    for (o, &c) in out.iter_mut().zip(cells) {
+    for (j, (o, &c)) in out.iter_mut().zip(cells).enumerate() {
         let x = k.as_ptr().add(c as usize * stride + offset);
+        prefetch_row(k, stride, offset, cells, j + PREFETCH_CELLS, n);
         let mut acc = [_mm256_setzero_ps(); 4];
         let mut i = 0;
         while i + 32 <= n {
@@ -578,7 +641,8 @@ unsafe fn wsum_f16_impl(
     let mut col = 0;
     while col + 32 <= n {
         let mut acc = [_mm256_setzero_ps(); 4];
-        for (&c, &w) in cells.iter().zip(p) {
+        for (j, (&c, &w)) in cells.iter().zip(p).enumerate() {
+            prefetch_row(v, stride, offset + col, cells, j + PREFETCH_CELLS, 32);
             let (r, pw) = (row(c, col), _mm256_set1_ps(w));
             for (j, a) in acc.iter_mut().enumerate() {
                 let x = _mm256_cvtph_ps(_mm_loadu_si128(r.add(8 * j).cast()));
@@ -605,6 +669,146 @@ unsafe fn wsum_f16_impl(
             sum += w * fp16(*row(c, d));
         }
         *o = sum;
+    }
+}
+
+/// Cells ahead of the one in use whose rows are fetched into the cache: at
+/// a token's attention the rows come from memory (the layers' weights have
+/// passed through the cache since), and a head's slice of a row is only a
+/// cache line or two, so the loads of one cell alone leave memory idle.
+const PREFETCH_CELLS: usize = 16;
+
+/// Asks for the cache lines of `width` values from `offset` in the row of
+/// cell `cells[j]`, if there is such a cell. A prefetch never faults, so the
+/// address only needs to be computed, not valid.
+///
+/// # Safety
+/// SSE (every x86_64 CPU).
+#[inline(always)]
+unsafe fn prefetch_row(
+    rows: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    j: usize,
+    width: usize,
+) {
+    if let Some(&c) = cells.get(j) {
+        let start = rows
+            .as_ptr()
+            .wrapping_add(c as usize * stride + offset)
+            .cast::<i8>();
+        let mut b = 0;
+        while b < 2 * width {
+            _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(b));
+            b += 64;
+        }
+    }
+}
+
+/// `scores_f16_impl` for `G` query heads (`q` and `out` hold them back to
+/// back): each row widened once for all of them, each head's score with
+/// the operations of `scores_f16_impl` in its order, so bit-equal to it.
+///
+/// # Safety
+/// AVX2 and F16C (module note); `q.len() == G * hd`, `out.len() == G *
+/// cells.len()`, and every row `c * stride + offset .. + hd` inside `k`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_f16_heads_impl<const G: usize>(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / G;
+    let n = cells.len();
+    for (j, &c) in cells.iter().enumerate() {
+        let x = k.as_ptr().add(c as usize * stride + offset);
+        prefetch_row(k, stride, offset, cells, j + PREFETCH_CELLS, hd);
+        let mut acc = [[_mm256_setzero_ps(); 4]; G];
+        let mut i = 0;
+        while i + 32 <= hd {
+            for t in 0..4 {
+                let xv = _mm256_cvtph_ps(_mm_loadu_si128(x.add(i + 8 * t).cast()));
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let qv = _mm256_loadu_ps(q.as_ptr().add(g * hd + i + 8 * t));
+                    a[t] = _mm256_fmadd_ps(xv, qv, a[t]);
+                }
+            }
+            i += 32;
+        }
+        for (g, a) in acc.iter().enumerate() {
+            let mut sum = hsum_f32(_mm256_add_ps(
+                _mm256_add_ps(a[0], a[1]),
+                _mm256_add_ps(a[2], a[3]),
+            ));
+            for t in i..hd {
+                sum += fp16(*x.add(t)) * q[g * hd + t];
+            }
+            out[g * n + j] = sum;
+        }
+    }
+}
+
+/// `wsum_f16_impl` for `G` heads (`p` and `out` hold them back to back):
+/// `V` vectors of 8 columns per pass over the cells, each row's values
+/// widened once for all heads, and per head and column one multiply and
+/// one add in cell order, so bit-equal to it (and to the scalar twin).
+///
+/// # Safety
+/// AVX2 and F16C (module note); `p.len() == G * cells.len()`, `out.len()`
+/// a multiple of `G`, and every row `c * stride + offset .. + out.len() /
+/// G` inside `v`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn wsum_f16_heads_impl<const G: usize, const V: usize>(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    let (n, w) = (cells.len(), out.len() / G);
+    let row = |c: u32, col: usize| v.as_ptr().add(c as usize * stride + offset + col);
+    let mut col = 0;
+    while col + 8 * V <= w {
+        let mut acc = [[_mm256_setzero_ps(); V]; G];
+        for (j, &c) in cells.iter().enumerate() {
+            let r = row(c, col);
+            prefetch_row(v, stride, offset + col, cells, j + PREFETCH_CELLS, 8 * V);
+            let mut x = [_mm256_setzero_ps(); V];
+            for (t, x) in x.iter_mut().enumerate() {
+                *x = _mm256_cvtph_ps(_mm_loadu_si128(r.add(8 * t).cast()));
+            }
+            for (g, a) in acc.iter_mut().enumerate() {
+                let pw = _mm256_set1_ps(*p.get_unchecked(g * n + j));
+                for t in 0..V {
+                    a[t] = _mm256_add_ps(a[t], _mm256_mul_ps(pw, x[t]));
+                }
+            }
+        }
+        for (g, a) in acc.iter().enumerate() {
+            for (t, a) in a.iter().enumerate() {
+                _mm256_storeu_ps(out.as_mut_ptr().add(g * w + col + 8 * t), *a);
+            }
+        }
+        col += 8 * V;
+    }
+    // The columns left (fewer than 8 · V): each head's own pass.
+    if col < w {
+        for g in 0..G {
+            let o = &mut out[g * w..(g + 1) * w];
+            wsum_f16_impl(
+                v,
+                stride,
+                offset + col,
+                cells,
+                &p[g * n..(g + 1) * n],
+                &mut o[col..],
+            );
+        }
     }
 }
 

@@ -70,6 +70,11 @@ pub type DeltaNetColumnFn = fn(&mut [f32], &[f32], &[f32], f32, f32, f32) -> f32
 pub type CachedRowsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32]);
 /// The same over cached f32 rows: `rows::scores_f32` and `rows::wsum_f32`.
 pub type CachedRowsF32Fn = fn(&[f32], usize, usize, &[u32], &[f32], &mut [f32]);
+/// `CachedRowsFn` for several query heads that share the cached rows (one
+/// KV head): the heads' queries or per-cell values back to back, and their
+/// outputs back to back, each head's equal bit for bit to a single-head
+/// call; the last argument is the number of heads.
+pub type CachedRowsHeadsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32], usize);
 
 /// Every kernel the engine calls through a variant. A table is built only
 /// from a `SupportedVariant` (a witness that this CPU has the variant's
@@ -148,6 +153,12 @@ pub struct Kernels {
     pub scores_f16: CachedRowsFn,
     /// The weighted sum of cached f16 V rows.
     pub wsum_f16: CachedRowsFn,
+    /// `scores_f16` for the query heads of one KV head in one pass over the
+    /// rows, each row widened once for all of them, where a variant has it
+    /// (else `attention.rs` calls `scores_f16` per head).
+    pub scores_f16_heads: Option<CachedRowsHeadsFn>,
+    /// `wsum_f16` for the heads of one KV head in one pass, likewise.
+    pub wsum_f16_heads: Option<CachedRowsHeadsFn>,
     pub axpy_f32: AxpyFn<f32>,
     pub delta_net_column: DeltaNetColumnFn,
     /// One query's scores against cached f32 K rows (BERT's attention),
@@ -216,6 +227,8 @@ impl Kernels {
             gelu_mul: rows::gelu_mul,
             scores_f16: rows::scores_f16,
             wsum_f16: rows::wsum_f16,
+            scores_f16_heads: None,
+            wsum_f16_heads: None,
             axpy_f32: rows::axpy_f32,
             delta_net_column: rows::delta_net_column,
             f16_in_software: cfg!(target_arch = "wasm32"),

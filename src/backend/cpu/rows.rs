@@ -187,6 +187,49 @@ pub(crate) fn check_cells(
     );
 }
 
+/// Checks a call over cached rows for `heads` heads sharing them: `q_len`
+/// values of `heads` queries against `out_len` scores (`heads` rows of one
+/// per cell), every row read inside the cache (panics otherwise, as
+/// `check_cells`). Returns the head width.
+pub(crate) fn check_head_scores(
+    len: usize,
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    (q_len, out_len): (usize, usize),
+    heads: usize,
+) -> usize {
+    assert!(
+        heads > 0 && q_len % heads == 0 && out_len == heads * cells.len(),
+        "attention rows: {q_len} query values and {out_len} scores for {heads} heads over {} cells",
+        cells.len()
+    );
+    let width = q_len / heads;
+    check_cells(len, stride, offset, width, cells, cells.len());
+    width
+}
+
+/// Checks a weighted sum over cached rows for `heads` heads: `p_len`
+/// weights (`heads` rows of one per cell) into `out_len` values (`heads`
+/// rows), as `check_head_scores`. Returns the width of a head's output.
+pub(crate) fn check_head_sums(
+    len: usize,
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    (p_len, out_len): (usize, usize),
+    heads: usize,
+) -> usize {
+    assert!(
+        heads > 0 && out_len % heads == 0 && p_len == heads * cells.len(),
+        "attention rows: {p_len} weights and {out_len} outputs for {heads} heads over {} cells",
+        cells.len()
+    );
+    let width = out_len / heads;
+    check_cells(len, stride, offset, width, cells, cells.len());
+    width
+}
+
 /// One query against cached f16 K rows: `out[j] = K[cells[j]] · q`, row `c`
 /// being `q.len()` values from `c * stride + offset`. `q` holds f16 values
 /// as f32 (exactly), so each score equals `vec_dot_f16` of the row and the
