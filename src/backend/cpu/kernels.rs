@@ -74,6 +74,8 @@ pub type CachedRowsF32Fn = fn(&[f32], usize, usize, &[u32], &[f32], &mut [f32]);
 /// KV head): the heads' queries or per-cell values back to back, and their
 /// outputs back to back, each head's equal bit for bit to a single-head
 /// call; the last argument is the number of heads.
+/// `x = exp(x - max)` in place, returning the sum in f64: `rows::exp_sum`.
+pub type ExpSumFn = fn(&mut [f32], f32) -> f64;
 pub type CachedRowsHeadsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32], usize);
 
 /// Every kernel the engine calls through a variant. A table is built only
@@ -160,6 +162,8 @@ pub struct Kernels {
     /// `wsum_f16` for the heads of one KV head in one pass, likewise.
     pub wsum_f16_heads: Option<CachedRowsHeadsFn>,
     pub axpy_f32: AxpyFn<f32>,
+    /// The exponentials of an attention row and their sum.
+    pub exp_sum: ExpSumFn,
     pub delta_net_column: DeltaNetColumnFn,
     /// One query's scores against cached f32 K rows (BERT's attention),
     /// where a variant has one; else a `vec_dot_f32` per cell.
@@ -230,6 +234,7 @@ impl Kernels {
             scores_f16_heads: None,
             wsum_f16_heads: None,
             axpy_f32: rows::axpy_f32,
+            exp_sum: rows::exp_sum,
             delta_net_column: rows::delta_net_column,
             f16_in_software: cfg!(target_arch = "wasm32"),
         }
