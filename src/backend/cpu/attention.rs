@@ -4,9 +4,9 @@
 //! attention weights rounded to f16 before they meet an f16 V cache, and the
 //! weighted sum read straight from the V rows in their stored type (no
 //! conversion of the cache per token; for f16 caches one kernel call per
-//! head goes over all its cells, keeping the sums in registers). The
-//! (token, head) pairs are split into pieces, one scratch each, kept between
-//! calls.
+//! group of heads sharing a KV head goes over all its cells, widening each
+//! row once for the group and keeping the sums in registers). The (token,
+//! group) units are split into pieces, one scratch each, kept between calls.
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
@@ -107,16 +107,13 @@ pub(super) fn attention(
         }
         piece.out = dst;
     });
-    for p in 0..n_pieces {
+    for (p, piece) in pieces[..n_pieces].iter().enumerate() {
         let first = p * per_piece;
         let end = (first + per_piece).min(tasks);
         let from = first_head(first) * hd;
-        let to = if end == tasks {
-            n * a.n_head * hd
-        } else {
-            first_head(end) * hd
-        };
-        out[from..to].copy_from_slice(&pieces[p].out[..to - from]);
+        // (`first_head(tasks)` is the end of the outputs.)
+        let to = first_head(end) * hd;
+        out[from..to].copy_from_slice(&piece.out[..to - from]);
     }
     Ok(())
 }

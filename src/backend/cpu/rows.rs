@@ -80,11 +80,11 @@ pub(super) fn exp(x: f32) -> f32 {
     e * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
-/// An attention row's weights before they are normalised: `x[i] = exp(x[i]
-/// - max)` (`exp` above), returning their sum in f64. The sum runs in four
-/// parts (element `i` into part `i mod 4`, in order), then `(p0 + p1) + (p2
-/// + p3)`: an order a SIMD kernel keeps lane by lane, so every variant gives
-/// the same bits.
+/// An attention row's weights before they are normalised:
+/// `x[i] = exp(x[i] - max)` (`exp` above), returning their sum in f64. The
+/// sum runs in four parts (element `i` into part `i mod 4`, in order), then
+/// `(p0 + p1) + (p2 + p3)`: an order a SIMD kernel keeps lane by lane, so
+/// every variant gives the same bits.
 pub fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     exp_sum_rest(x, max, [0.0; 4])
 }
