@@ -152,6 +152,77 @@ fn products_through_the_backend_match_the_scalar_backend() {
     }
 }
 
+/// `mul_mat_rows` (one token's experts) gives each product what `mul_mat`
+/// gives it, bit for bit, on every variant and thread count, with one input
+/// row for all products or a row each; a product that does not fit its
+/// rows is an error naming it, before anything is written.
+#[test]
+fn row_products_equal_one_product_at_a_time() {
+    let (rows, cols) = (24, 256);
+    let types = [DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16];
+    let files: Vec<_> = (0..6)
+        .map(|j| weight_file(types[j % types.len()], rows, cols, 300 + j as u64))
+        .collect();
+    let shared_x = ggml_test_values(310, cols);
+    let own_x = ggml_test_values(311, files.len() * cols);
+    for (variant, device) in devices() {
+        let ms: Vec<Matrix> = files
+            .iter()
+            .map(|f| bind(device.as_ref(), f, false))
+            .collect();
+        for threads in [1, 2, 3] {
+            let Ok(mut be) = device.create_backend(threads) else {
+                continue; // the single-thread wasm build has no pool
+            };
+            for (x, x_width) in [(&shared_x, 0), (&own_x, cols)] {
+                // Outputs `rows + 3` apart: the gaps stay as they were.
+                let width = rows + 3;
+                let mut want = vec![-7.0f32; ms.len() * width];
+                for (j, m) in ms.iter().enumerate() {
+                    let xj = &x[j * x_width..j * x_width + cols];
+                    be.mul_mat(m, xj, 1, &mut want[j * width..j * width + rows])
+                        .unwrap();
+                }
+                let mut got = vec![-7.0f32; ms.len() * width];
+                be.mul_mat_rows(ms.len(), &|j| &ms[j], x, x_width, &mut got, width)
+                    .unwrap();
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "{variant} {threads} t, inputs {x_width} apart"
+                );
+            }
+            // Rows 20 apart cannot hold a product of 24 rows.
+            let mut out = vec![-7.0f32; ms.len() * rows];
+            let err = be
+                .mul_mat_rows(ms.len(), &|j| &ms[j], &shared_x, 0, &mut out, 20)
+                .unwrap_err();
+            assert!(err.to_string().contains("product 0"), "{err}");
+            assert!(
+                out.iter().all(|&v| v == -7.0),
+                "{variant}: written before the error"
+            );
+            // Too few input rows for the last product.
+            let err = be
+                .mul_mat_rows(
+                    ms.len(),
+                    &|j| &ms[j],
+                    &own_x[..5 * cols],
+                    cols,
+                    &mut out,
+                    rows,
+                )
+                .unwrap_err();
+            assert!(err.to_string().contains("product 5"), "{err}");
+            assert!(
+                out.iter().all(|&v| v == -7.0),
+                "{variant}: written before the error"
+            );
+        }
+    }
+}
+
 #[test]
 fn unsupported_product_types_are_refused_when_bound() {
     let file = weight_file(DType::Q8_K, 4, 256, 7);

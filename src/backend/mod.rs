@@ -21,7 +21,7 @@ pub use cache::CacheBuffer;
 pub use matrix::{Matrix, WeightSource};
 pub use ops::{AttentionArgs, CacheRows, CacheRowsMut, CacheType, DeltaNetArgs, Rope, RopeKind};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::tensor::DType;
 
 /// What kind of hardware a device is.
@@ -153,6 +153,27 @@ pub trait Backend: Send {
 
     /// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
     fn mul_mat(&mut self, w: &Matrix, x: &[f32], n: usize, out: &mut [f32]) -> Result<()>;
+    /// `count` products of one row each: product `j` multiplies `weight(j)`
+    /// by row `j` of `x` (`x_width` values apart; 0: every product takes
+    /// the first row) into row `j` of `out` (`out_width` apart), each as
+    /// `mul_mat` gives it. One token's experts: a backend may run them all
+    /// in one parallel region, where `mul_mat` would take one per product.
+    /// (optional) Default: `mul_mat` for each in turn.
+    fn mul_mat_rows<'m>(
+        &mut self,
+        count: usize,
+        weight: &(dyn Fn(usize) -> &'m Matrix + Sync),
+        x: &[f32],
+        x_width: usize,
+        out: &mut [f32],
+        out_width: usize,
+    ) -> Result<()> {
+        for j in 0..count {
+            let (xj, oj) = product_rows(weight(j), j, x, x_width, out, out_width)?;
+            self.mul_mat(weight(j), xj, 1, oj)?;
+        }
+        Ok(())
+    }
     /// Rows `ids` of `table` as f32, one after another (embedding look-up).
     fn get_rows(&mut self, table: &Matrix, ids: &[u32], out: &mut [f32]) -> Result<()>;
     /// RMSNorm of each row of `x` (rows of `w.len()`), times `w`.
@@ -211,4 +232,30 @@ pub trait Backend: Send {
     fn get_row(&mut self, src: CacheRows, row: usize, out: &mut [f32]) -> Result<()>;
     /// `softmax(scale · q·Kᵀ + mask) · V` for every query token and head.
     fn attention(&mut self, args: &AttentionArgs, out: &mut [f32]) -> Result<()>;
+}
+
+/// Product `j`'s input and output rows in a `mul_mat_rows` call, or an
+/// error naming the product that does not fit.
+pub(crate) fn product_rows<'a, 'b>(
+    w: &Matrix,
+    j: usize,
+    x: &'a [f32],
+    x_width: usize,
+    out: &'b mut [f32],
+    out_width: usize,
+) -> Result<(&'a [f32], &'b mut [f32])> {
+    let (rows, cols) = (w.rows(), w.cols());
+    let (x_at, out_at) = (j.saturating_mul(x_width), j.saturating_mul(out_width));
+    let fits = (x_width == 0 || cols <= x_width) && rows <= out_width;
+    let (x_len, out_len) = (x.len(), out.len());
+    match (
+        x.get(x_at..x_at.saturating_add(cols)),
+        out.get_mut(out_at..out_at.saturating_add(rows)),
+    ) {
+        (Some(xj), Some(oj)) if fits => Ok((xj, oj)),
+        _ => Err(Error::InvalidArgument(format!(
+            "product {j} of '{}' ({rows}x{cols}) does not fit rows of {x_width} of {x_len} inputs and rows of {out_width} of {out_len} outputs",
+            w.name()
+        ))),
+    }
 }

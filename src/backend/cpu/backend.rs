@@ -11,7 +11,7 @@ use super::matmul;
 use super::rows;
 use crate::backend::matrix::Matrix;
 use crate::backend::ops::{AttentionArgs, CacheRows, CacheRowsMut, DeltaNetArgs, Rope};
-use crate::backend::Backend;
+use crate::backend::{product_rows, Backend};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
 
@@ -24,6 +24,17 @@ pub struct CpuBackend {
     max_cells: usize,
     /// Gated DeltaNet's per-head outputs (grown on first use).
     delta_net: Vec<f32>,
+    /// One thread's workers: each of `mul_mat_rows`'s products runs on one
+    /// thread of a region, with its own scratch.
+    inline: Workers,
+    row_products: Vec<RowProduct>,
+}
+
+/// The scratch and outcome of one of `mul_mat_rows`'s products.
+#[derive(Default)]
+struct RowProduct {
+    scratch: matmul::Scratch,
+    error: Option<Error>,
 }
 
 /// Ones to multiply by: `silu` is `silu_mul` against them, so it takes the
@@ -101,6 +112,8 @@ impl CpuBackend {
             attn: Vec::new(),
             max_cells: 0,
             delta_net: Vec::new(),
+            inline: Workers::new(1)?,
+            row_products: Vec::new(),
         })
     }
 
@@ -150,6 +163,64 @@ impl Backend for CpuBackend {
             n,
             out,
         )
+    }
+
+    /// With several threads, one region for all the products, each on one
+    /// thread: a token's experts are a few small products, and one region
+    /// apiece left the threads waiting on each other more than computing.
+    /// Each output equals `mul_mat`'s (which splits a product's rows, never
+    /// a row).
+    fn mul_mat_rows<'m>(
+        &mut self,
+        count: usize,
+        weight: &(dyn Fn(usize) -> &'m Matrix + Sync),
+        x: &[f32],
+        x_width: usize,
+        out: &mut [f32],
+        out_width: usize,
+    ) -> Result<()> {
+        // Every product is checked before any runs.
+        for j in 0..count {
+            product_rows(weight(j), j, x, x_width, out, out_width)?;
+        }
+        let whole_rows = count.checked_mul(out_width).filter(|&len| len <= out.len());
+        let (Some(len), true) = (whole_rows, count > 1 && self.workers.n_threads() > 1) else {
+            for j in 0..count {
+                let (xj, oj) = product_rows(weight(j), j, x, x_width, out, out_width)?;
+                self.mul_mat(weight(j), xj, 1, oj)?;
+            }
+            return Ok(());
+        };
+        if self.row_products.len() < count {
+            self.row_products.resize_with(count, RowProduct::default);
+        }
+        let CpuBackend {
+            kernels,
+            workers,
+            inline,
+            row_products,
+            ..
+        } = self;
+        let (kernels, inline) = (&*kernels, &*inline);
+        workers.for_each_chunk_pair_mut(
+            &mut row_products[..count],
+            1,
+            &mut out[..len],
+            out_width,
+            |j, product, o| {
+                let (w, product) = (weight(j), &mut product[0]);
+                let xj = &x[j * x_width..j * x_width + w.cols()];
+                let oj = &mut o[..w.rows()];
+                product.error =
+                    matmul::mul_mat(kernels, inline, &mut product.scratch, w, xj, 1, oj).err();
+            },
+        );
+        for product in &mut row_products[..count] {
+            if let Some(e) = product.error.take() {
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     fn get_rows(&mut self, table: &Matrix, ids: &[u32], out: &mut [f32]) -> Result<()> {

@@ -294,23 +294,27 @@ impl Experts {
                 s.tokens[e as usize].push((t as u32, rank as u32));
             }
         }
-        for (expert, list) in self.experts.iter().zip(&s.tokens) {
-            let m = list.len();
-            if m == 0 {
-                continue;
-            }
-            let rows = &mut s.rows[..m * d];
-            for (row, &(t, _)) in rows.chunks_exact_mut(d).zip(list) {
-                let t = t as usize;
-                row.copy_from_slice(&x[t * d..(t + 1) * d]);
-            }
-            let down = &mut s.down[..m * d];
-            let (gate, up) = (&mut s.gate[..m * ff], &mut s.up[..m * ff]);
-            expert.forward(be, rows, m, gate, up, down)?;
-            for (row, &(t, rank)) in down.chunks_exact_mut(d).zip(list) {
-                let slot = t as usize * k + rank as usize;
-                be.scale(row, s.picks[slot].1)?;
-                s.ranked[slot * d..(slot + 1) * d].copy_from_slice(row);
+        if n == 1 {
+            self.one_token(be, x, s)?;
+        } else {
+            for (expert, list) in self.experts.iter().zip(&s.tokens) {
+                let m = list.len();
+                if m == 0 {
+                    continue;
+                }
+                let rows = &mut s.rows[..m * d];
+                for (row, &(t, _)) in rows.chunks_exact_mut(d).zip(list) {
+                    let t = t as usize;
+                    row.copy_from_slice(&x[t * d..(t + 1) * d]);
+                }
+                let down = &mut s.down[..m * d];
+                let (gate, up) = (&mut s.gate[..m * ff], &mut s.up[..m * ff]);
+                expert.forward(be, rows, m, gate, up, down)?;
+                for (row, &(t, rank)) in down.chunks_exact_mut(d).zip(list) {
+                    let slot = t as usize * k + rank as usize;
+                    be.scale(row, s.picks[slot].1)?;
+                    s.ranked[slot * d..(slot + 1) * d].copy_from_slice(row);
+                }
             }
         }
         // Each token's experts added in the router's order, as the reference.
@@ -333,6 +337,40 @@ impl Experts {
                 }
             }
             be.add(out, down)?;
+        }
+        Ok(())
+    }
+
+    /// One token's picked experts (`s.picks`) on `x`, weighted, into
+    /// `s.ranked` by rank: the same products as one expert at a time, in
+    /// two calls instead of three per expert (every gate and up, then every
+    /// down), which a backend may run each in one parallel region.
+    fn one_token(&self, be: &mut dyn Backend, x: &[f32], s: &mut Scratch) -> Result<()> {
+        let (k, ff, d) = (self.spec.n_used, self.spec.n_ff, x.len());
+        let Scratch {
+            picks,
+            gate_up,
+            ranked,
+            ..
+        } = s;
+        let picks = &picks[..k];
+        let expert = |r: usize| &self.experts[picks[r].0 as usize];
+        // Products 0..k are the gates, k..2k the ups, all of the one row.
+        let gate_or_up = |j: usize| {
+            if j < k {
+                &expert(j).gate
+            } else {
+                &expert(j - k).up
+            }
+        };
+        let both = &mut gate_up[..2 * k * ff];
+        be.mul_mat_rows(2 * k, &gate_or_up, x, 0, both, ff)?;
+        let (gate, up) = both.split_at_mut(k * ff);
+        be.silu_mul(gate, up)?;
+        let ranked = &mut ranked[..k * d];
+        be.mul_mat_rows(k, &|r| &expert(r).down, gate, ff, ranked, d)?;
+        for (row, &(_, w)) in ranked.chunks_exact_mut(d).zip(picks) {
+            be.scale(row, w)?;
         }
         Ok(())
     }
@@ -389,6 +427,8 @@ pub(super) struct Scratch {
     down: Vec<f32>,
     /// Each token's weighted expert outputs, by rank.
     ranked: Vec<f32>,
+    /// One token's picked experts' gates, then their ups (`one_token`).
+    gate_up: Vec<f32>,
     /// Each token's shared-expert gate.
     shared_gates: Vec<f32>,
 }
@@ -414,6 +454,7 @@ impl Scratch {
             up: buf(spec.n_ff.max(spec.shared_ff.unwrap_or(0)))?,
             down: buf(n_embd)?,
             ranked: buf(spec.n_used.saturating_mul(n_embd))?,
+            gate_up: crate::model::scratch(2 * spec.n_used, spec.n_ff)?,
             shared_gates: buf(1)?,
         })
     }
