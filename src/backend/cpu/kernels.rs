@@ -74,9 +74,9 @@ pub type CachedRowsF32Fn = fn(&[f32], usize, usize, &[u32], &[f32], &mut [f32]);
 /// KV head): the heads' queries or per-cell values back to back, and their
 /// outputs back to back, each head's equal bit for bit to a single-head
 /// call; the last argument is the number of heads.
+pub type CachedRowsHeadsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32], usize);
 /// `x = exp(x - max)` in place, returning the sum in f64: `rows::exp_sum`.
 pub type ExpSumFn = fn(&mut [f32], f32) -> f64;
-pub type CachedRowsHeadsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32], usize);
 
 /// Every kernel the engine calls through a variant. A table is built only
 /// from a `SupportedVariant` (a witness that this CPU has the variant's
