@@ -252,7 +252,7 @@ fn group_attention(
     }
     if nv > 0 {
         for head_scores in scores.chunks_exact_mut(nv) {
-            softmax_in_place(k, head_scores);
+            softmax_in_place(head_scores);
         }
     }
     match a.v {
@@ -308,11 +308,14 @@ fn group_attention(
 }
 
 /// One head's scaled scores to attention weights: exp(s - max) over an f64
-/// sum, as ggml's soft_max (the exponentials the variant's `exp_sum`, equal
-/// on every variant).
-fn softmax_in_place(k: &Kernels, scores: &mut [f32]) {
+/// sum, as ggml's soft_max.
+fn softmax_in_place(scores: &mut [f32]) {
     let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-    let sum = (k.exp_sum)(scores, max);
+    let mut sum = 0.0f64;
+    for sc in scores.iter_mut() {
+        *sc = (*sc - max).exp();
+        sum += *sc as f64;
+    }
     let inv = (1.0 / sum) as f32;
     for sc in scores.iter_mut() {
         *sc *= inv;

@@ -60,7 +60,6 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
         scores_f16,
         wsum_f16,
-        exp_sum,
         scores_f16_heads: Some(scores_f16_heads),
         wsum_f16_heads: Some(wsum_f16_heads),
         axpy_f32,
@@ -456,34 +455,6 @@ fn silu_mul(gate: &mut [f32], up: &[f32]) {
     // SAFETY: only reachable through the table built after detecting avx2,
     // fma and f16c; the kernel loads and stores whole chunks of the slices.
     unsafe { silu_mul_impl(gate, up) }
-}
-
-fn exp_sum(x: &mut [f32], max: f32) -> f64 {
-    // SAFETY: only reachable through the table built after detecting avx2,
-    // fma and f16c; the kernel loads and stores whole chunks of the slice.
-    unsafe { exp_sum_impl(x, max) }
-}
-
-/// `rows::exp_sum` eight at a time: `exp8` lane by lane, and the four f64
-/// parts in the four lanes of one vector, each lane adding its elements in
-/// order as the twin's parts do, so bit-equal.
-///
-/// # Safety
-/// AVX2 (module note).
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn exp_sum_impl(x: &mut [f32], max: f32) -> f64 {
-    let m = _mm256_set1_ps(max);
-    let mut parts = _mm256_setzero_pd();
-    let mut chunks = x.chunks_exact_mut(8);
-    for c in &mut chunks {
-        let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), m));
-        _mm256_storeu_ps(c.as_mut_ptr(), e);
-        parts = _mm256_add_pd(parts, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-        parts = _mm256_add_pd(parts, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e)));
-    }
-    let mut p = [0f64; 4];
-    _mm256_storeu_pd(p.as_mut_ptr(), parts);
-    super::rows::exp_sum_rest(chunks.into_remainder(), max, p)
 }
 
 /// `gate = silu(gate) · up` eight at a time: the scalar twin's steps

@@ -75,8 +75,6 @@ pub type CachedRowsF32Fn = fn(&[f32], usize, usize, &[u32], &[f32], &mut [f32]);
 /// outputs back to back, each head's equal bit for bit to a single-head
 /// call; the last argument is the number of heads.
 pub type CachedRowsHeadsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32], usize);
-/// `x = exp(x - max)` in place, returning the sum in f64: `rows::exp_sum`.
-pub type ExpSumFn = fn(&mut [f32], f32) -> f64;
 
 /// Every kernel the engine calls through a variant. A table is built only
 /// from a `SupportedVariant` (a witness that this CPU has the variant's
@@ -162,8 +160,6 @@ pub struct Kernels {
     /// `wsum_f16` for the heads of one KV head in one pass, likewise.
     pub wsum_f16_heads: Option<CachedRowsHeadsFn>,
     pub axpy_f32: AxpyFn<f32>,
-    /// The exponentials of an attention row and their sum.
-    pub exp_sum: ExpSumFn,
     pub delta_net_column: DeltaNetColumnFn,
     /// One query's scores against cached f32 K rows (BERT's attention),
     /// where a variant has one; else a `vec_dot_f32` per cell.
@@ -234,7 +230,6 @@ impl Kernels {
             scores_f16_heads: None,
             wsum_f16_heads: None,
             axpy_f32: rows::axpy_f32,
-            exp_sum: rows::exp_sum,
             delta_net_column: rows::delta_net_column,
             f16_in_software: cfg!(target_arch = "wasm32"),
         }

@@ -50,7 +50,6 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         axpy_f32,
         delta_net_column,
         silu_mul,
-        exp_sum,
         ..base
     }
 }
@@ -483,37 +482,6 @@ unsafe fn silu_mul_impl(gate: &mut [f32], up: &[f32]) {
         vst1q_f32(g.as_mut_ptr(), vmulq_f32(silu, vld1q_f32(u.as_ptr())));
     }
     super::rows::silu_mul(gs.into_remainder(), us.remainder());
-}
-
-fn exp_sum(x: &mut [f32], max: f32) -> f64 {
-    // SAFETY: NEON is part of every AArch64 CPU; the kernel loads and stores
-    // whole chunks of the slice.
-    unsafe { exp_sum_impl(x, max) }
-}
-
-/// `rows::exp_sum` four at a time: `exp4` lane by lane, and the four f64
-/// parts in two vectors of two lanes, each lane adding its elements in
-/// order as the twin's parts do, so bit-equal.
-///
-/// # Safety
-/// NEON only.
-unsafe fn exp_sum_impl(x: &mut [f32], max: f32) -> f64 {
-    let m = vdupq_n_f32(max);
-    let (mut p01, mut p23) = (vdupq_n_f64(0.0), vdupq_n_f64(0.0));
-    let mut chunks = x.chunks_exact_mut(4);
-    for c in &mut chunks {
-        let e = exp4(vsubq_f32(vld1q_f32(c.as_ptr()), m));
-        vst1q_f32(c.as_mut_ptr(), e);
-        p01 = vaddq_f64(p01, vcvt_f64_f32(vget_low_f32(e)));
-        p23 = vaddq_f64(p23, vcvt_high_f64_f32(e));
-    }
-    let parts = [
-        vgetq_lane_f64::<0>(p01),
-        vgetq_lane_f64::<1>(p01),
-        vgetq_lane_f64::<0>(p23),
-        vgetq_lane_f64::<1>(p23),
-    ];
-    super::rows::exp_sum_rest(chunks.into_remainder(), max, parts)
 }
 
 /// `rows::exp` on four lanes, step for step (separate multiplies and adds:

@@ -80,25 +80,6 @@ pub(super) fn exp(x: f32) -> f32 {
     e * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
-/// An attention row's weights before they are normalised:
-/// `x[i] = exp(x[i] - max)` (`exp` above), returning their sum in f64. The
-/// sum runs in four parts (element `i` into part `i mod 4`, in order), then
-/// `(p0 + p1) + (p2 + p3)`: an order a SIMD kernel keeps lane by lane, so
-/// every variant gives the same bits.
-pub fn exp_sum(x: &mut [f32], max: f32) -> f64 {
-    exp_sum_rest(x, max, [0.0; 4])
-}
-
-/// The end of `exp_sum` for the elements a SIMD kernel leaves (fewer than
-/// a vector; it has run whole multiples of four), given the parts so far.
-pub(super) fn exp_sum_rest(x: &mut [f32], max: f32, mut parts: [f64; 4]) -> f64 {
-    for (i, v) in x.iter_mut().enumerate() {
-        *v = exp(*v - max);
-        parts[i % 4] += *v as f64;
-    }
-    (parts[0] + parts[1]) + (parts[2] + parts[3])
-}
-
 /// GELU (tanh approximation) as ggml evaluates it: 0 at or below -10, the
 /// identity at or above 10, else looked up in a table over every f16 input
 /// (the input rounded to f16, the result an f16).
@@ -210,7 +191,6 @@ pub(crate) fn check_cells(
 /// values of `heads` queries against `out_len` scores (`heads` rows of one
 /// per cell), every row read inside the cache (panics otherwise, as
 /// `check_cells`). Returns the head width.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // (only x86 has head-group kernels yet)
 pub(crate) fn check_head_scores(
     len: usize,
     stride: usize,
@@ -232,7 +212,6 @@ pub(crate) fn check_head_scores(
 /// Checks a weighted sum over cached rows for `heads` heads: `p_len`
 /// weights (`heads` rows of one per cell) into `out_len` values (`heads`
 /// rows), as `check_head_scores`. Returns the width of a head's output.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // (only x86 has head-group kernels yet)
 pub(crate) fn check_head_sums(
     len: usize,
     stride: usize,

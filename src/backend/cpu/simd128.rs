@@ -54,7 +54,6 @@ mod imp {
             scores_f16,
             wsum_f16,
             silu_mul,
-            exp_sum,
             delta_net_column,
             ..base
         }
@@ -127,31 +126,6 @@ mod imp {
             ]);
         }
         crate::backend::cpu::rows::silu_mul(gs.into_remainder(), us.remainder());
-    }
-
-    /// `rows::exp_sum` four at a time: `exp4` lane by lane, and the four f64
-    /// parts in two vectors of two lanes, each lane adding its elements in
-    /// order as the twin's parts do, so bit-equal.
-    fn exp_sum(x: &mut [f32], max: f32) -> f64 {
-        let m = f32x4_splat(max);
-        let (mut p01, mut p23) = (f64x2_splat(0.0), f64x2_splat(0.0));
-        let mut chunks = x.chunks_exact_mut(4);
-        for c in &mut chunks {
-            let e = exp4(f32x4_sub(load16(c), m));
-            store16(c, e);
-            p01 = f64x2_add(p01, f64x2_promote_low_f32x4(e));
-            p23 = f64x2_add(
-                p23,
-                f64x2_promote_low_f32x4(i32x4_shuffle::<2, 3, 0, 1>(e, e)),
-            );
-        }
-        let parts = [
-            f64x2_extract_lane::<0>(p01),
-            f64x2_extract_lane::<1>(p01),
-            f64x2_extract_lane::<0>(p23),
-            f64x2_extract_lane::<1>(p23),
-        ];
-        crate::backend::cpu::rows::exp_sum_rest(chunks.into_remainder(), max, parts)
     }
 
     /// `rows::exp` on four lanes, step for step (wasm has no fused
