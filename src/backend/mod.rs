@@ -168,11 +168,7 @@ pub trait Backend: Send {
         out: &mut [f32],
         out_width: usize,
     ) -> Result<()> {
-        for j in 0..count {
-            let (xj, oj) = product_rows(weight(j), j, x, x_width, out, out_width)?;
-            self.mul_mat(weight(j), xj, 1, oj)?;
-        }
-        Ok(())
+        mul_mat_each(self, count, weight, x, x_width, out, out_width)
     }
     /// Rows `ids` of `table` as f32, one after another (embedding look-up).
     fn get_rows(&mut self, table: &Matrix, ids: &[u32], out: &mut [f32]) -> Result<()>;
@@ -258,4 +254,22 @@ pub(crate) fn product_rows<'a, 'b>(
             w.name()
         ))),
     }
+}
+
+/// `mul_mat_rows` as `mul_mat` for each product in turn (the trait's
+/// default, and a backend's way when one region would not pay).
+pub(crate) fn mul_mat_each<'m, B: Backend + ?Sized>(
+    be: &mut B,
+    count: usize,
+    weight: &(dyn Fn(usize) -> &'m Matrix + Sync),
+    x: &[f32],
+    x_width: usize,
+    out: &mut [f32],
+    out_width: usize,
+) -> Result<()> {
+    for j in 0..count {
+        let (xj, oj) = product_rows(weight(j), j, x, x_width, out, out_width)?;
+        be.mul_mat(weight(j), xj, 1, oj)?;
+    }
+    Ok(())
 }

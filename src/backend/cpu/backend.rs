@@ -11,7 +11,7 @@ use super::matmul;
 use super::rows;
 use crate::backend::matrix::Matrix;
 use crate::backend::ops::{AttentionArgs, CacheRows, CacheRowsMut, DeltaNetArgs, Rope};
-use crate::backend::{product_rows, Backend};
+use crate::backend::{mul_mat_each, product_rows, Backend};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
 
@@ -185,11 +185,7 @@ impl Backend for CpuBackend {
         }
         let whole_rows = count.checked_mul(out_width).filter(|&len| len <= out.len());
         let (Some(len), true) = (whole_rows, count > 1 && self.workers.n_threads() > 1) else {
-            for j in 0..count {
-                let (xj, oj) = product_rows(weight(j), j, x, x_width, out, out_width)?;
-                self.mul_mat(weight(j), xj, 1, oj)?;
-            }
-            return Ok(());
+            return mul_mat_each(self, count, weight, x, x_width, out, out_width);
         };
         if self.row_products.len() < count {
             self.row_products.resize_with(count, RowProduct::default);
