@@ -57,6 +57,7 @@ fn bind(device: &dyn Device, file: &Arc<GgufFile>, table: bool) -> Matrix {
         rows: info.shape[1] as usize,
         cols: info.shape[0] as usize,
         file,
+        part: 0,
         range: start..start + info.n_bytes as usize,
     };
     if table {
@@ -235,6 +236,7 @@ fn unsupported_product_types_are_refused_when_bound() {
             rows: 4,
             cols: 256,
             file: &file,
+            part: 0,
             range: start..start + info.n_bytes as usize,
         };
         let e = device.bind_matrix(src.clone()).err().unwrap();

@@ -98,8 +98,16 @@ fn info_json() {
     assert_eq!(
         tensors[0],
         serde_json::json!({"name": "token_embd.weight", "type": "Q8_0",
-            "shape": [576, 49152], "offset": 0, "bytes": 30081024})
+            "shape": [576, 49152], "offset": 0, "bytes": 30081024, "part": 0})
     );
+    let parts = v["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0]["bytes"], v["file_bytes"]);
+    assert_eq!(parts[0]["tensors"], 272);
+    assert!(parts[0]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"));
     assert_eq!(v["totals"]["by_type"]["Q4_1"], 210);
     assert_eq!(v["model"]["architecture"], "llama");
     assert_eq!(

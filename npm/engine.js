@@ -178,38 +178,129 @@ function checkAborted(signal) {
 }
 
 /**
- * Feeds a stream of Uint8Array chunks to a fresh loader, then `use(loader,
- * info)` once it has finished; the loader is freed afterwards.
+ * Streams a model into a fresh loader, then `use(loader, info)` once it is
+ * complete; the loader is freed afterwards. `source` is one file (Blob, URL,
+ * a path in Node, bytes) or an array of them: the parts of a split model in
+ * order. A split model's first part given alone by URL or path
+ * (`NAME-00001-of-0000N.gguf`) brings the others, named the same way.
  */
-async function streamInto(totalBytes, chunks, { onProgress, signal } = {}, use = (_, info) => info) {
-  const loader = guard(() => new wasm.GgufStreamLoader(totalBytes));
+async function streamSource(source, { onProgress, signal } = {}, use = (_, info) => info) {
+  const given = Array.isArray(source) ? source : [source];
+  if (given.length === 0) throw new TypeError('no model parts were given');
+  let loader = null;
   try {
-    for await (const chunk of chunks) {
+    let expected = given.length;
+    for (let i = 0; ; i++) {
       checkAborted(signal);
-      guard(() => loader.push(chunk));
-      onProgress?.(totalBytes ? loader.received / totalBytes : 1);
+      const part = await openPart(partSource(given, i, expected), signal);
+      if (loader) guard(() => loader.beginPart(part.size));
+      else loader = guard(() => new wasm.GgufStreamLoader(part.size));
+      for await (const chunk of part.chunks) {
+        checkAborted(signal);
+        guard(() => loader.push(chunk));
+        onProgress?.((i + (part.size ? loader.received / part.size : 1)) / expected);
+      }
+      const info = guard(() => loader.finish());
+      expected = loader.partsExpected;
+      if (info !== null) {
+        if (given.length > expected) {
+          throw new Error(`${given.length} files were given, but the model is in ${expected}`);
+        }
+        return use(loader, info);
+      }
     }
-    const info = guard(() => loader.finish());
-    return use(loader, info);
   } finally {
     // After a panic the instance is gone; there is nothing left to free.
-    if (!poisoned) loader.free();
+    if (loader && !poisoned) loader.free();
   }
 }
 
-/** Streams `source` (Blob or URL) into a loader and hands it to `use`. */
-async function streamSource(source, options, use) {
-  if (typeof Blob !== 'undefined' && source instanceof Blob) {
-    return streamInto(source.size, blobChunks(source), options, use);
+/** Part `i` of a model in `count` files: given, or named after the first. */
+function partSource(given, i, count) {
+  if (i < given.length) return given[i];
+  const first = given[0];
+  const name = typeof first === 'string' || first instanceof URL ? partName(String(first), i, count) : null;
+  if (name === null) {
+    throw new Error(
+      `the model is split in ${count} files and ${given.length} were given: give every part, in order` +
+        ' (or the first by a URL or path named NAME-00001-of-0000N.gguf)',
+    );
   }
-  const response = await fetch(source, { signal: options.signal });
+  return name;
+}
+
+/**
+ * The name of part `i` (from 0) of `count` after the first part's:
+ * `NAME-00001-of-0000N.gguf` becomes `NAME-0000I-of-0000N.gguf` (a query or
+ * fragment of a URL is kept). Null when the first is not named that way.
+ */
+export function partName(first, i, count) {
+  const pad = (n) => String(n).padStart(5, '0');
+  const match = new RegExp(`-00001-of-${pad(count)}\\.gguf(?=$|[?#])`).exec(first);
+  if (!match) return null;
+  return `${first.slice(0, match.index)}-${pad(i + 1)}-of-${pad(count)}.gguf${first.slice(match.index + match[0].length)}`;
+}
+
+/** A source's size and its bytes as a stream of chunks. */
+async function openPart(source, signal) {
+  if (source instanceof Uint8Array) return { size: source.length, chunks: [source] };
+  if (source instanceof ArrayBuffer) return { size: source.byteLength, chunks: [new Uint8Array(source)] };
+  if (typeof Blob !== 'undefined' && source instanceof Blob) {
+    return { size: source.size, chunks: blobChunks(source) };
+  }
+  if (typeof source !== 'string' && !(source instanceof URL)) {
+    throw new TypeError('a model source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+  }
+  const path = nodePath(source);
+  if (path !== null) return openFile(path);
+  const response = await fetch(source, { signal });
   if (!response.ok) throw new Error(`cannot fetch ${source}: HTTP ${response.status}`);
   const length = Number(response.headers.get('content-length'));
   if (!Number.isFinite(length) || length <= 0) {
     const bytes = new Uint8Array(await response.arrayBuffer());
-    return streamInto(bytes.length, [bytes], options, use);
+    return { size: bytes.length, chunks: [bytes] };
   }
-  return streamInto(length, responseChunks(response), options, use);
+  return { size: length, chunks: responseChunks(response) };
+}
+
+const inNode = typeof process !== 'undefined' && typeof process.versions?.node === 'string';
+
+/**
+ * In Node, the file path a source names: a `file:` URL, or a string that is
+ * not a URL (no scheme, or a Windows drive letter). Null elsewhere.
+ */
+function nodePath(source) {
+  if (!inNode) return null;
+  const text = String(source);
+  if (text.startsWith('file:')) return new URL(text);
+  return /^[a-z][a-z0-9+.-]+:/i.test(text) ? null : text;
+}
+
+/** A file in Node, read a chunk at a time (never whole). */
+async function openFile(path) {
+  const fs = await import('node:fs/promises');
+  let size;
+  try {
+    ({ size } = await fs.stat(path));
+  } catch (e) {
+    throw new Error(`cannot open ${path}: ${e.message}`);
+  }
+  // Opened when read, so a part never read holds no descriptor.
+  async function* chunks() {
+    const handle = await fs.open(path, 'r');
+    try {
+      for (let offset = 0; offset < size; ) {
+        const buffer = new Uint8Array(Math.min(CHUNK_BYTES, size - offset));
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
+        if (bytesRead === 0) throw new Error(`${path} ended at ${offset} of ${size} bytes`);
+        offset += bytesRead;
+        yield buffer.subarray(0, bytesRead);
+      }
+    } finally {
+      await handle.close();
+    }
+  }
+  return { size, chunks: chunks() };
 }
 
 async function* blobChunks(blob) {
@@ -297,11 +388,12 @@ export async function modelInfo(source, options = {}) {
   if (
     (typeof Blob !== 'undefined' && source instanceof Blob) ||
     typeof source === 'string' ||
-    source instanceof URL
+    source instanceof URL ||
+    Array.isArray(source)
   ) {
     return streamSource(source, options, (_, info) => info);
   }
-  throw new TypeError('modelInfo: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+  throw new TypeError('modelInfo: source must be an ArrayBuffer, Uint8Array, Blob, URL, string or an array of them');
 }
 
 /**
@@ -629,10 +721,12 @@ export class LlamaContext {
  * names: n_ctx, n_batch, n_ubatch, n_threads, cache_type_k, cache_type_v,
  * pooling_type ('none', 'mean', 'cls', 'last', 'rank'), cpu_variant; and
  * lamina's `simd` ('simd128' or 'relaxed-simd': which build the worker
- * loads; by default the best the engine runs). A Blob/File or URL is read in
- * chunks with progress.
+ * loads; by default the best the engine runs). A Blob/File, URL or (in
+ * Node) file path is read in chunks with progress. A model split in several
+ * files (`NAME-00001-of-0000N.gguf`, ...) is given as an array of its parts
+ * in order, or by the first part's URL or path alone.
  *
- * @param {ArrayBuffer | Uint8Array | Blob | string | URL} source
+ * @param {ArrayBuffer | Uint8Array | Blob | string | URL | Array<ArrayBuffer | Uint8Array | Blob | string | URL>} source
  */
 export async function loadModel(source, params = {}, options = {}) {
   await init();
@@ -646,13 +740,14 @@ export async function loadModel(source, params = {}, options = {}) {
   } else if (
     (typeof Blob !== 'undefined' && source instanceof Blob) ||
     typeof source === 'string' ||
-    source instanceof URL
+    source instanceof URL ||
+    Array.isArray(source)
   ) {
     inner = await streamSource(source, options, (loader) =>
       guard(() => wasm.LlamaContext.fromLoader(loader, json)),
     );
   } else {
-    throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+    throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL, string or an array of them');
   }
   options.onProgress?.(1);
   const context = new LlamaContext(inner);

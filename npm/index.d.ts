@@ -12,16 +12,34 @@ export interface TensorInfo {
   type: string;
   /** ggml order: shape[0] is the row length. */
   shape: number[];
-  /** Offset from the start of the data section. */
+  /** Offset from the start of the data section (of its part). */
   offset: number;
   bytes: number;
+  /** Which file of a split model holds it (0 for an unsplit model). */
+  part: number;
 }
+
+/**
+ * A model source: one GGUF file as bytes, a Blob/File, a URL, or in Node a
+ * file path; or the parts of a split model (NAME-00001-of-0000N.gguf, ...)
+ * as an array in order. A first part's URL or path alone brings the others.
+ */
+export type ModelSource =
+  | ArrayBuffer
+  | Uint8Array
+  | Blob
+  | string
+  | URL
+  | Array<ArrayBuffer | Uint8Array | Blob | string | URL>;
 
 export interface ModelInfo {
   version: number;
   alignment: number;
   data_offset: number;
+  /** Bytes of every file of the model together. */
   file_bytes: number;
+  /** The model's files: one, or each part of a split model. */
+  parts: { path: string | null; bytes: number; tensors: number }[];
   metadata: Record<string, MetadataValue>;
   tensors: TensorInfo[];
   totals: { tensors: number; elements: number; bytes: number; by_type: Record<string, number> };
@@ -74,7 +92,7 @@ export interface ContextInfo {
 export function init(): Promise<BuildInfo>;
 export function buildInfo(): Promise<BuildInfo>;
 export function modelInfo(
-  source: ArrayBuffer | Uint8Array | Blob | string | URL,
+  source: ModelSource,
   options?: LoadOptions,
 ): Promise<ModelInfo>;
 
@@ -396,12 +414,12 @@ export declare class LlamaContext {
 
 /** llama.rn's initLlama: `loadModel(model, params)`; `onProgress` hears whole percents. */
 export declare function initLlama(
-  params: LoadParams & { model: ArrayBuffer | Uint8Array | Blob | string | URL },
+  params: LoadParams & { model: ModelSource },
   onProgress?: (percent: number) => void,
 ): Promise<LlamaContext>;
 
 export declare function loadModel(
-  source: ArrayBuffer | Uint8Array | Blob | string | URL,
+  source: ModelSource,
   params?: LoadParams,
   options?: { onProgress?: (fraction: number) => void; signal?: AbortSignal },
 ): Promise<LlamaContext>;

@@ -170,11 +170,12 @@ class Connection {
  * they stay as given), Blobs by reference, bytes copied.
  */
 function portable(source) {
+  if (Array.isArray(source)) return source.map(portable);
   if (typeof source === 'string' || source instanceof URL) {
     return globalThis.location ? new URL(source, location.href).href : String(source);
   }
   if (source instanceof Blob || source instanceof ArrayBuffer || source instanceof Uint8Array) return source;
-  throw new TypeError('source must be an ArrayBuffer, Uint8Array, Blob, URL or string');
+  throw new TypeError('source must be an ArrayBuffer, Uint8Array, Blob, URL, string or an array of them (the parts of a split model)');
 }
 
 /** Runs one request in a worker that lives only for it. */

@@ -11,4 +11,9 @@ cd "$work"
 echo '{"name":"lamina-smoke","private":true,"type":"module"}' > package.json
 npm install --silent --offline --no-audit --no-fund ./lamina-*.tgz
 cp "$repo/wasm-tests/npm/"*.test.mjs .
-LAMINA_REPO="$repo" node --test --test-reporter=spec ./*.test.mjs
+# SmolLM2 split in three parts by lamina's CLI (the build the native tests
+# made; its parts are llama-gguf-split's byte for byte, native-tests/split.rs).
+mkdir split
+(cd "$repo" && cargo build --quiet --bin lamina && target/debug/lamina split --split-max-size 40M \
+  models/SmolLM2-135M-Instruct.Q4_1.gguf "$work/split/smollm2" 2>/dev/null)
+LAMINA_REPO="$repo" LAMINA_SPLIT_PREFIX="$work/split/smollm2" node --test --test-reporter=spec ./*.test.mjs

@@ -158,6 +158,11 @@ pub enum Error {
     #[error("session: {0}")]
     Session(String),
 
+    /// A model split across files whose parts do not make a whole: one
+    /// missing, out of order, of another model, or a tensor in two parts.
+    #[error("split model: {0}")]
+    Split(String),
+
     #[error("{context}: {source}")]
     Io {
         context: String,

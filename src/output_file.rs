@@ -24,15 +24,7 @@ impl OutputFile {
     /// so the final rename never crosses file systems). Refuses a target
     /// that is one of `inputs` (the same file, through any path or link).
     pub fn create(target: &Path, inputs: &[&Path]) -> Result<OutputFile> {
-        for input in inputs {
-            if same_file(input, target) {
-                return Err(Error::InvalidArgument(format!(
-                    "the output {} is the input {}: lamina does not write over the file it reads",
-                    target.display(),
-                    input.display()
-                )));
-            }
-        }
+        refuse_inputs(target, inputs)?;
         let name = target.file_name().ok_or_else(|| {
             Error::InvalidArgument(format!("{} is not a file name", target.display()))
         })?;
@@ -114,6 +106,21 @@ impl Drop for OutputFile {
             let _ = std::fs::remove_file(&self.temp);
         }
     }
+}
+
+/// An error when `target` is one of `inputs` (the same file, through any
+/// path or link).
+pub fn refuse_inputs(target: &Path, inputs: &[&Path]) -> Result<()> {
+    for input in inputs {
+        if same_file(input, target) {
+            return Err(Error::InvalidArgument(format!(
+                "the output {} is the input {}: lamina does not write over the file it reads",
+                target.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Whether two paths name one existing file (the same device and inode,

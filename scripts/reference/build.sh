@@ -13,7 +13,7 @@
 set -euo pipefail
 ref="${LAMINA_REF_DIR:-$HOME/.cache/lamina/ref}"
 src="$ref/llama_cpp_python-0.3.36/vendor/llama.cpp"
-targets="llama-completion llama-quantize llama-tokenize llama-perplexity llama-bench llama-embedding"
+targets="llama-completion llama-quantize llama-tokenize llama-perplexity llama-bench llama-embedding llama-gguf-split"
 mkdir -p "$ref"
 
 fetch_source() {
@@ -34,7 +34,9 @@ if [ "${1:-}" = "--source" ]; then
   echo "$src"
   exit 0
 fi
-if [ ! -x "$ref/build/bin/llama-bench" ]; then
+missing=0
+for t in $targets; do [ -x "$ref/build/bin/$t" ] || missing=1; done
+if [ "$missing" = 1 ]; then
   echo "reference: building llama.cpp from llama-cpp-python==0.3.36 in $ref (10-15 minutes)" >&2
   fetch_source
   PATH="$ref/venv/bin:$PATH"

@@ -59,6 +59,8 @@ json.dump({"command": "llama-quantize --allow-requantize SmolLM2-135M-Instruct.Q
            "file_sha256": hashlib.sha256(data).hexdigest(), "tensors": tensors}, open(out, "w"), indent=0)
 PY
   echo "goldens: quantize" >&2
+  scripts/reference/split-goldens.sh "$build" > "$out/split.txt"
+  echo "goldens: split" >&2
 fi
 
 prompt='The quick brown fox jumps over the lazy dog, then counts: 1, 2, 3, 42. Sliding windows!'

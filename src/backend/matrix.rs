@@ -25,8 +25,19 @@ pub struct WeightSource<'a> {
     /// Values per row (the first dimension).
     pub cols: usize,
     pub file: &'a Arc<GgufFile>,
-    /// The tensor's bytes within `file.bytes()`.
+    /// The file's part holding the tensor (0 unless the model is split).
+    pub part: usize,
+    /// The tensor's bytes within `file.part_bytes(part)`.
     pub range: Range<usize>,
+}
+
+impl<'a> WeightSource<'a> {
+    /// The tensor's bytes (empty if the range lies outside its part, which
+    /// `Matrix::mapped` refuses).
+    pub fn bytes(&self) -> &'a [u8] {
+        let part: &'a [u8] = self.file.part_bytes(self.part);
+        part.get(self.range.clone()).unwrap_or(&[])
+    }
 }
 
 /// Where a bound matrix's values live.
@@ -34,6 +45,7 @@ pub(crate) enum Storage {
     /// In the file's memory, read in place.
     Mapped {
         file: Arc<GgufFile>,
+        part: usize,
         range: Range<usize>,
     },
     /// Copied at load into one of the CPU's interleaved layouts.
@@ -68,7 +80,7 @@ impl Matrix {
             .ok_or_else(|| Error::InvalidArgument(format!("tensor '{}' is too large", src.name)))?;
         if src.cols % src.dtype.block_size() != 0
             || src.range.len() != expected
-            || src.range.end > src.file.bytes().len()
+            || src.range.end > src.file.part_bytes(src.part).len()
         {
             return Err(Error::InvalidArgument(format!(
                 "tensor '{}' ({}, {}x{}) does not fit its {} bytes",
@@ -86,6 +98,7 @@ impl Matrix {
             cols: src.cols,
             storage: Storage::Mapped {
                 file: src.file.clone(),
+                part: src.part,
                 range: src.range.clone(),
             },
         })

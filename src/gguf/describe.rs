@@ -15,18 +15,44 @@ pub const ARRAY_SUMMARY_LIMIT: usize = 32;
 const ARRAY_HEAD: usize = 8;
 
 /// The JSON form: `{"version", "metadata": {..}, "tensors": [{"name", "type",
-/// "shape", "offset", "bytes"}], "alignment", "data_offset", "file_bytes",
-/// "totals": {"tensors", "elements", "bytes", "by_type": {..}}}`.
+/// "shape", "offset", "bytes", "part"}], "alignment", "data_offset",
+/// "file_bytes", "parts": [{"path", "bytes", "tensors"}], "totals":
+/// {"tensors", "elements", "bytes", "by_type": {..}}}`. A split model has
+/// one entry in `parts` per file (an unsplit one, one); `file_bytes` is
+/// their sum, a tensor's `offset` is within its part's data section.
 pub fn to_json(file: &GgufFile) -> Json {
     json!({
         "version": file.version(),
         "alignment": file.alignment(),
         "data_offset": file.data_offset(),
         "file_bytes": file.file_len(),
+        "parts": parts(file).iter().map(|p| json!({
+            "path": p.path,
+            "bytes": p.bytes,
+            "tensors": p.tensors,
+        })).collect::<Vec<_>>(),
         "metadata": metadata_json(file.metadata()),
         "tensors": file.tensors().iter().map(tensor_json).collect::<Vec<_>>(),
         "totals": totals_json(file.tensors()),
     })
+}
+
+/// One file of the model, as described.
+struct PartSummary {
+    path: Option<String>,
+    bytes: u64,
+    tensors: usize,
+}
+
+fn parts(file: &GgufFile) -> Vec<PartSummary> {
+    let paths = file.paths();
+    (0..file.part_count())
+        .map(|i| PartSummary {
+            path: (paths.len() == file.part_count()).then(|| paths[i].display().to_string()),
+            bytes: file.part_len(i),
+            tensors: file.tensors().iter().filter(|t| t.part == i).count(),
+        })
+        .collect()
 }
 
 fn metadata_json(metadata: &Metadata) -> Json {
@@ -44,6 +70,7 @@ fn tensor_json(t: &TensorInfo) -> Json {
         "shape": t.shape,
         "offset": t.offset,
         "bytes": t.n_bytes,
+        "part": t.part,
     })
 }
 
@@ -126,6 +153,20 @@ pub fn to_text(file: &GgufFile) -> String {
         file.data_offset(),
         file.file_len()
     );
+    let split = file.part_count() > 1;
+    if split {
+        let _ = writeln!(out, "\nparts ({}):", file.part_count());
+        for (i, p) in parts(file).iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {:>3}  {}  {} bytes, {} tensors",
+                i + 1,
+                p.path.as_deref().unwrap_or("(from memory)"),
+                p.bytes,
+                p.tensors
+            );
+        }
+    }
     let _ = writeln!(out, "\nmetadata:");
     let key_width = md.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (key, value) in md.iter() {
@@ -146,14 +187,25 @@ pub fn to_text(file: &GgufFile) -> String {
         .max(4);
     let _ = writeln!(
         out,
-        "  {:>4}  {:<name_width$}  {:<7}  {:<24}  {:>12}  {:>12}",
-        "#", "name", "type", "shape", "offset", "bytes"
+        "  {:>4}  {:<name_width$}  {:<7}  {:<24}  {:>12}  {:>12}{}",
+        "#",
+        "name",
+        "type",
+        "shape",
+        "offset",
+        "bytes",
+        if split { "  part" } else { "" }
     );
     for (i, t) in tensors.iter().enumerate() {
         let shape = format!("{:?}", t.shape);
+        let part = if split {
+            format!("  {:>4}", t.part + 1)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  {i:>4}  {:<name_width$}  {:<7}  {shape:<24}  {:>12}  {:>12}",
+            "  {i:>4}  {:<name_width$}  {:<7}  {shape:<24}  {:>12}  {:>12}{part}",
             t.name,
             t.ggml_type.name(),
             t.offset,

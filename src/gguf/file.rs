@@ -1,4 +1,7 @@
-//! A parsed GGUF file together with the bytes it came from.
+//! A parsed GGUF file together with the bytes it came from: one file, or
+//! every part of a model split across files (`split.rs`).
+
+use std::path::{Path, PathBuf};
 
 use super::header::{self, Header};
 use super::{Metadata, TensorInfo};
@@ -21,13 +24,23 @@ impl Storage {
     }
 }
 
-/// A validated GGUF file: header, metadata, tensor infos and access to the data.
-pub struct GgufFile {
-    header: Header,
+/// One file's bytes and where its data section starts.
+pub(super) struct Part {
     storage: Storage,
+    /// Tensor offsets of this part are relative to here.
+    data_offset: u64,
     /// Where it was opened from, when from a path: files lamina writes
     /// beside a model (sessions) refuse to replace it.
-    path: Option<std::path::PathBuf>,
+    path: Option<PathBuf>,
+}
+
+/// A validated GGUF file: header, metadata, tensor infos and access to the
+/// data. A split model is one `GgufFile` of several parts: the metadata is
+/// the first part's, the tensors every part's (each `TensorInfo::part` says
+/// whose bytes it reads).
+pub struct GgufFile {
+    header: Header,
+    parts: Vec<Part>,
 }
 
 impl std::fmt::Debug for GgufFile {
@@ -36,6 +49,7 @@ impl std::fmt::Debug for GgufFile {
             .field("version", &self.header.version)
             .field("metadata", &self.header.metadata.len())
             .field("tensors", &self.header.tensors.len())
+            .field("parts", &self.parts.len())
             .field("file_len", &self.file_len())
             .finish()
     }
@@ -43,33 +57,95 @@ impl std::fmt::Debug for GgufFile {
 
 impl GgufFile {
     /// Parses a file held in memory.
+    /// A part of a split model parsed this way is that part alone (see `join`).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile> {
         let header = header::parse(&bytes, bytes.len() as u64)?;
-        Ok(GgufFile {
-            header,
-            storage: Storage::Owned(bytes),
-            path: None,
-        })
+        Ok(GgufFile::single(header, Storage::Owned(bytes), None))
     }
 
     /// Joins a header parsed by the stream loader with the bytes it has collected.
-    pub(crate) fn from_parts(header: Header, bytes: Vec<u8>) -> GgufFile {
+    pub(crate) fn from_header_and_bytes(header: Header, bytes: Vec<u8>) -> GgufFile {
+        GgufFile::single(header, Storage::Owned(bytes), None)
+    }
+
+    fn single(header: Header, storage: Storage, path: Option<PathBuf>) -> GgufFile {
+        let data_offset = header.data_offset;
         GgufFile {
             header,
-            storage: Storage::Owned(bytes),
-            path: None,
+            parts: vec![Part {
+                storage,
+                data_offset,
+                path,
+            }],
         }
     }
 
-    /// Memory-maps and parses the file at `path`.
+    /// Memory-maps and parses the file at `path`. The first part of a split
+    /// model (`NAME-00001-of-0000N.gguf`) brings the others, found beside it
+    /// by name; any other part is opened alone.
     #[cfg(not(target_arch = "wasm32"))]
-    pub fn open(path: impl AsRef<std::path::Path>) -> Result<GgufFile> {
-        let path = path.as_ref();
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
+        let first = Self::open_part(path.as_ref())?;
+        match super::split::other_part_paths(&first)? {
+            Some(paths) => {
+                let mut parts = vec![first];
+                for (i, p) in paths.iter().enumerate() {
+                    let part = Self::open_part(p).map_err(|e| {
+                        Error::Split(format!(
+                            "part {} of {} of the model: {e}",
+                            i + 2,
+                            paths.len() + 1
+                        ))
+                    })?;
+                    parts.push(part);
+                }
+                GgufFile::join(parts)
+            }
+            None => Ok(first),
+        }
+    }
+
+    /// Memory-maps and parses the one file at `path`.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_part(path: &Path) -> Result<GgufFile> {
         let file = std::fs::File::open(path)
             .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
         let mut mapped = Self::map(&file, || path.display().to_string())?;
-        mapped.path = Some(path.to_path_buf());
+        mapped.parts[0].path = Some(path.to_path_buf());
         Ok(mapped)
+    }
+
+    /// The parts of a split model, each parsed on its own, as one file: they
+    /// must be all the parts, in order (`split.no` 0, 1, ...), with
+    /// `split.count` parts and `split.tensors.count` tensors between them,
+    /// none named twice. A single unsplit file joins as itself.
+    pub fn join(parts: Vec<GgufFile>) -> Result<GgufFile> {
+        super::split::check_parts(&parts)?;
+        let mut parts = parts.into_iter();
+        let Some(mut joined) = parts.next() else {
+            return Err(Error::Split("no parts were given".into()));
+        };
+        for (i, part) in parts.enumerate() {
+            let GgufFile {
+                header,
+                parts: mut p,
+            } = part;
+            joined.header.tensors.extend(
+                header
+                    .tensors
+                    .into_iter()
+                    .map(|t| TensorInfo { part: i + 1, ..t }),
+            );
+            joined.parts.append(&mut p);
+        }
+        super::split::check_tensors(&joined)?;
+        Ok(joined)
+    }
+
+    /// An error when this is not a whole model: one part of a split model
+    /// (opened alone, or with parts missing).
+    pub fn check_complete(&self) -> Result<()> {
+        super::split::check_complete(self)
     }
 
     /// Memory-maps and parses the file open on `fd`, which stays the caller's: it
@@ -102,16 +178,33 @@ impl GgufFile {
         let map = unsafe { memmap2::MmapOptions::new().map(desc) }
             .map_err(|e| Error::io(format!("cannot memory-map {}", name()), e))?;
         let header = header::parse(&map, map.len() as u64)?;
-        Ok(GgufFile {
-            header,
-            storage: Storage::Mapped(map),
-            path: None,
-        })
+        Ok(GgufFile::single(header, Storage::Mapped(map), None))
     }
 
-    /// The path the file was opened from (`open`), if any.
-    pub fn path(&self) -> Option<&std::path::Path> {
-        self.path.as_deref()
+    /// The path the file (the first part of a split model) was opened from,
+    /// if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.parts[0].path.as_deref()
+    }
+
+    /// The paths every part was opened from.
+    pub fn paths(&self) -> Vec<&Path> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.path.as_deref())
+            .collect()
+    }
+
+    /// How many files the data comes from (1 unless split).
+    pub fn part_count(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Bytes of part `i` (header included).
+    pub fn part_len(&self, i: usize) -> u64 {
+        self.parts
+            .get(i)
+            .map_or(0, |p| p.storage.bytes().len() as u64)
     }
 
     pub fn version(&self) -> u32 {
@@ -135,27 +228,37 @@ impl GgufFile {
         self.header.alignment
     }
 
-    /// Absolute file offset where the data section starts.
+    /// Offset in the (first) file where the data section starts.
     pub fn data_offset(&self) -> u64 {
         self.header.data_offset
     }
 
+    /// Bytes of every part together.
     pub fn file_len(&self) -> u64 {
-        self.storage.bytes().len() as u64
+        (0..self.parts.len()).map(|i| self.part_len(i)).sum()
     }
 
-    /// The file's bytes, header included.
+    /// The (first) file's bytes, header included.
     pub fn bytes(&self) -> &[u8] {
-        self.storage.bytes()
+        self.parts[0].storage.bytes()
     }
 
-    /// The raw data of a tensor of this file. Ranges were checked at parse time;
-    /// an info from another file that does not fit is an error.
-    pub fn tensor_data(&self, info: &TensorInfo) -> Result<&[u8]> {
-        let file_len = self.file_len();
-        let start = self.header.data_offset.saturating_add(info.offset);
+    /// The bytes of part `part`, header included (empty past the last).
+    pub fn part_bytes(&self, part: usize) -> &[u8] {
+        self.parts.get(part).map_or(&[], |p| p.storage.bytes())
+    }
+
+    /// Where a tensor's data lies: its part and the byte range within that
+    /// part's `part_bytes`. Ranges were checked at parse time; an info from
+    /// another file that does not fit is an error.
+    pub fn tensor_location(&self, info: &TensorInfo) -> Result<(usize, std::ops::Range<usize>)> {
+        let part = self.parts.get(info.part);
+        let file_len = part.map_or(0, |p| p.storage.bytes().len() as u64);
+        let start = part
+            .map_or(0, |p| p.data_offset)
+            .saturating_add(info.offset);
         let end = start.saturating_add(info.n_bytes);
-        if end > file_len {
+        if part.is_none() || end > file_len {
             return Err(Error::TensorOutOfRange {
                 tensor: info.name.clone(),
                 start,
@@ -163,7 +266,13 @@ impl GgufFile {
                 file_len,
             });
         }
-        Ok(&self.storage.bytes()[start as usize..end as usize])
+        Ok((info.part, start as usize..end as usize))
+    }
+
+    /// The raw data of a tensor of this file.
+    pub fn tensor_data(&self, info: &TensorInfo) -> Result<&[u8]> {
+        let (part, range) = self.tensor_location(info)?;
+        Ok(&self.part_bytes(part)[range])
     }
 
     /// The raw data of the tensor named `name`.

@@ -275,6 +275,7 @@ fn read_tensor_infos(r: &mut Reader, n_tensors: u64) -> Result<Vec<TensorInfo>> 
             ggml_type,
             offset,
             n_bytes,
+            part: 0,
         });
     }
     Ok(tensors)

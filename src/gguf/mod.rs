@@ -1,5 +1,6 @@
 //! The GGUF file format: parse (v2, v3) from a memory map, a file descriptor, an
-//! owned buffer or streamed chunks; write (for tests and quantization).
+//! owned buffer or streamed chunks, one file or a model split across several;
+//! write (for tests, quantization and splitting).
 //!
 //! Every count, length and offset read from a file is checked against the file's
 //! size before it is used: hostile input is an `Error`, never a panic and never an
@@ -10,6 +11,8 @@ mod file;
 mod header;
 mod metadata;
 mod reader;
+pub mod split;
+pub mod split_write;
 mod stream;
 mod value;
 mod writer;
@@ -30,10 +33,12 @@ pub struct TensorInfo {
     /// Dimensions in ggml order: `shape[0]` is the row length.
     pub shape: Vec<u64>,
     pub ggml_type: GgmlType,
-    /// Offset of the data from the start of the data section.
+    /// Offset of the data from the start of the data section (of its part).
     pub offset: u64,
     /// Bytes of data, from the shape and type.
     pub n_bytes: u64,
+    /// Which file of a split model holds the data: 0 for an unsplit file.
+    pub part: usize,
 }
 
 impl TensorInfo {

@@ -119,6 +119,6 @@ impl StreamLoader {
             Some(h) => h,
             None => header::parse(&self.buf, self.total_len)?,
         };
-        Ok(GgufFile::from_parts(header, self.buf))
+        Ok(GgufFile::from_header_and_bytes(header, self.buf))
     }
 }

@@ -107,6 +107,7 @@ impl GgufLayout {
             ggml_type,
             offset: 0, // assigned when writing: the alignment may still change
             n_bytes,
+            part: 0,
         });
     }
 

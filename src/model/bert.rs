@@ -141,7 +141,10 @@ pub(crate) fn load(
     let mut type_embd = vec![0.0; n_embd];
     crate::tensor::convert::dequantize(
         types.dtype,
-        &file.bytes()[types.range.start..types.range.start + types.dtype.bytes_for(n_embd)],
+        types
+            .bytes(file)
+            .get(..types.dtype.bytes_for(n_embd))
+            .ok_or_else(|| Error::InvalidArgument("token_types.weight has no rows".into()))?,
         &mut type_embd,
     )?;
     let pos_embd = table(

@@ -218,6 +218,7 @@ impl Model {
         device: Arc<dyn Device>,
         progress: Option<Progress>,
     ) -> Result<Model> {
+        file.check_complete()?;
         let vocab = Vocab::from_metadata(file.metadata())?;
         let name = file.metadata().get_str("general.architecture")?;
         let Some((_, load)) = ARCHITECTURES.iter().find(|(n, _)| *n == name) else {

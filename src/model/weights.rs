@@ -17,7 +17,19 @@ pub(crate) struct Tensor {
     pub dtype: DType,
     pub rows: usize,
     pub cols: usize,
+    /// Where the bytes are: the file's part (0 unless split) and the range
+    /// within it.
+    pub part: usize,
     pub range: Range<usize>,
+}
+
+impl Tensor {
+    /// The tensor's bytes in `file` (its own file: checked at parse time).
+    pub fn bytes<'f>(&self, file: &'f GgufFile) -> &'f [u8] {
+        file.part_bytes(self.part)
+            .get(self.range.clone())
+            .unwrap_or(&[])
+    }
 }
 
 pub(crate) fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
@@ -27,13 +39,14 @@ pub(crate) fn tensor(file: &GgufFile, name: &str) -> Result<Tensor> {
     let dtype = DType::of_tensor(info.ggml_type, name)?;
     let cols = info.shape.first().copied().unwrap_or(1) as usize;
     let rows = info.shape.iter().skip(1).product::<u64>() as usize;
-    let start = (file.data_offset() + info.offset) as usize;
+    let (part, range) = file.tensor_location(info)?;
     Ok(Tensor {
         name: name.to_string(),
         dtype,
         rows,
         cols,
-        range: start..start + info.n_bytes as usize,
+        part,
+        range,
     })
 }
 
@@ -61,6 +74,7 @@ fn source<'a>(file: &'a Arc<GgufFile>, t: &'a Tensor) -> WeightSource<'a> {
         rows: t.rows,
         cols: t.cols,
         file,
+        part: t.part,
         range: t.range.clone(),
     }
 }
@@ -103,7 +117,7 @@ pub(crate) fn vector(file: &GgufFile, t: &Tensor, len: usize) -> Result<Vec<f32>
         )));
     }
     let mut v = vec![0.0; len];
-    crate::tensor::convert::dequantize(t.dtype, &file.bytes()[t.range.clone()], &mut v)?;
+    crate::tensor::convert::dequantize(t.dtype, t.bytes(file), &mut v)?;
     Ok(v)
 }
 

@@ -84,7 +84,7 @@ pub fn save_file(
     max_tokens: Option<usize>,
 ) -> Result<usize> {
     use std::io::Write;
-    let inputs: Vec<&std::path::Path> = ctx.model().file().path().into_iter().collect();
+    let inputs: Vec<&std::path::Path> = ctx.model().file().paths();
     let mut out = crate::output_file::OutputFile::create(path, &inputs)?;
     let state = ctx.save_state(max_tokens)?;
     out.write_all(&encode(ctx.model(), &state))

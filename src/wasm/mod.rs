@@ -136,9 +136,13 @@ pub fn model_info(bytes: &[u8]) -> Result<JsValue, JsError> {
 
 /// Loads a GGUF file from chunks (a `File` read piece by piece, a `fetch` body).
 /// The header is checked as soon as it has arrived; the bytes are gathered once.
+/// A split model loads part after part: `finish()` each, `beginPart()` the next.
 #[wasm_bindgen(js_name = GgufStreamLoader)]
 pub struct JsStreamLoader {
+    /// The part arriving.
     inner: Option<StreamLoader>,
+    /// The parts that have arrived, while more are expected.
+    parts: Vec<GgufFile>,
     file: Option<GgufFile>,
 }
 
@@ -147,16 +151,60 @@ impl JsStreamLoader {
     /// A loader for a file of `totalBytes` bytes.
     #[wasm_bindgen(constructor)]
     pub fn new(total_bytes: f64) -> Result<JsStreamLoader, JsError> {
+        Ok(JsStreamLoader {
+            inner: Some(Self::part_loader(total_bytes)?),
+            parts: Vec::new(),
+            file: None,
+        })
+    }
+
+    fn part_loader(total_bytes: f64) -> Result<StreamLoader, JsError> {
         if !(total_bytes >= 0.0 && total_bytes.fract() == 0.0 && total_bytes < 2f64.powi(53)) {
             return Err(JsError::new(&format!(
                 "totalBytes must be a whole number of bytes, got {total_bytes}"
             )));
         }
-        let inner = StreamLoader::new(total_bytes as u64).map_err(js_error)?;
-        Ok(JsStreamLoader {
-            inner: Some(inner),
-            file: None,
-        })
+        StreamLoader::new(total_bytes as u64).map_err(js_error)
+    }
+
+    /// How many files the model is in: the first part's `split.count`
+    /// once it has finished (1 for an unsplit model, or before).
+    #[wasm_bindgen(getter, js_name = partsExpected)]
+    pub fn parts_expected(&self) -> usize {
+        match (&self.file, self.parts.first()) {
+            (Some(f), _) => f.part_count(),
+            (None, Some(first)) => crate::gguf::split::parts_expected(first).unwrap_or(1),
+            (None, None) => 1,
+        }
+    }
+
+    /// Parts finished so far.
+    #[wasm_bindgen(getter, js_name = partsLoaded)]
+    pub fn parts_loaded(&self) -> usize {
+        if self.file.is_some() {
+            self.file.as_ref().map_or(0, |f| f.part_count())
+        } else {
+            self.parts.len()
+        }
+    }
+
+    /// Starts the next part of a split model (of `totalBytes` bytes), once
+    /// the previous one has finished and more are expected.
+    #[wasm_bindgen(js_name = beginPart)]
+    pub fn begin_part(&mut self, total_bytes: f64) -> Result<(), JsError> {
+        if self.inner.is_some() {
+            return Err(JsError::new(
+                "the current part has not finished (call finish())",
+            ));
+        }
+        let expected = self.parts_expected();
+        if self.file.is_some() || self.parts.len() >= expected {
+            return Err(JsError::new(&format!(
+                "the model is complete: it has {expected} part(s)"
+            )));
+        }
+        self.inner = Some(Self::part_loader(total_bytes)?);
+        Ok(())
     }
 
     fn loader(&mut self) -> Result<&mut StreamLoader, JsError> {
@@ -170,12 +218,13 @@ impl JsStreamLoader {
         self.loader()?.push(chunk).map_err(js_error)
     }
 
-    /// Bytes received so far.
+    /// Bytes of the current part received so far (all of them, once finished).
     #[wasm_bindgen(getter)]
     pub fn received(&self) -> f64 {
-        match (&self.inner, &self.file) {
-            (Some(l), _) => l.received() as f64,
-            (None, Some(f)) => f.file_len() as f64,
+        match (&self.inner, &self.file, self.parts.last()) {
+            (Some(l), _, _) => l.received() as f64,
+            (None, Some(f), _) => f.part_len(f.part_count() - 1) as f64,
+            (None, None, Some(p)) => p.file_len() as f64,
             _ => 0.0,
         }
     }
@@ -191,13 +240,26 @@ impl JsStreamLoader {
         self.file.is_some() || self.inner.as_ref().is_some_and(|l| l.header_ready())
     }
 
-    /// Completes the load once every byte has arrived; returns the model info.
+    /// Completes the current part once every byte of it has arrived. Returns
+    /// the model info when the model is complete, `null` while parts of a
+    /// split model are still to come (`beginPart`).
     pub fn finish(&mut self) -> Result<JsValue, JsError> {
         let loader = self
             .inner
             .take()
             .ok_or_else(|| JsError::new("the stream loader has already finished"))?;
-        let file = loader.finish().map_err(js_error)?;
+        let part = loader.finish().map_err(js_error)?;
+        // A later part given first is refused now, before the others load.
+        let expected = match self.parts.first() {
+            Some(first) => crate::gguf::split::parts_expected(first),
+            None => crate::gguf::split::parts_expected(&part),
+        }
+        .map_err(js_error)?;
+        self.parts.push(part);
+        if self.parts.len() < expected {
+            return Ok(JsValue::NULL);
+        }
+        let file = GgufFile::join(std::mem::take(&mut self.parts)).map_err(js_error)?;
         let info = json_to_js(&describe::to_json(&file));
         self.file = Some(file);
         info

@@ -34,8 +34,9 @@ test('describes SmolLM2 from a Uint8Array', async () => {
   assert.equal(info.metadata['general.architecture'], 'llama');
   assert.deepEqual(info.totals.by_type, { F32: 61, Q4_1: 210, Q8_0: 1 });
   assert.deepEqual(info.tensors[0], {
-    name: 'token_embd.weight', type: 'Q8_0', shape: [576, 49152], offset: 0, bytes: 30081024,
+    name: 'token_embd.weight', type: 'Q8_0', shape: [576, 49152], offset: 0, bytes: 30081024, part: 0,
   });
+  assert.deepEqual(info.parts, [{ path: null, bytes: bytes.length, tensors: 272 }]);
 });
 
 test('streams a Blob in chunks with progress, same result', async () => {

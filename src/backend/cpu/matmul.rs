@@ -542,10 +542,10 @@ pub(super) fn mul_mat(
         )));
     }
     match &w.storage {
-        Storage::Mapped { file, range } => {
+        Storage::Mapped { file, part, range } => {
             let dtype = w.dtype();
             let mapped = Mapped {
-                data: &file.bytes()[range.clone()],
+                data: &file.part_bytes(*part)[range.clone()],
                 rows,
                 cols,
                 row_bytes: dtype.bytes_for(cols),
@@ -609,14 +609,14 @@ pub(super) fn get_rows(w: &Matrix, ids: &[u32], out: &mut [f32]) -> Result<()> {
             ids.len()
         )));
     }
-    let Storage::Mapped { file, range } = &w.storage else {
+    let Storage::Mapped { file, part, range } = &w.storage else {
         return Err(Error::InvalidArgument(format!(
             "get_rows of the repacked matrix '{}'",
             w.name()
         )));
     };
     let row_bytes = w.dtype().bytes_for(cols);
-    let data = &file.bytes()[range.clone()];
+    let data = &file.part_bytes(*part)[range.clone()];
     for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(cols)) {
         let r = id as usize;
         if r >= w.rows() {

@@ -214,7 +214,7 @@ impl Device for CpuDevice {
         let mapped = Matrix::mapped(&src)?;
         match self.kernels.repack {
             Some(layout) if src.dtype == DType::Q4_0 && src.rows % layout.rows() == 0 => {
-                let blocks = as_blocks::<BlockQ4_0>(&src.file.bytes()[src.range.clone()])?;
+                let blocks = as_blocks::<BlockQ4_0>(src.bytes())?;
                 let packed = repack::RepackedQ4_0::new(blocks, src.rows, src.cols, layout)?;
                 Ok(Matrix::repacked(&src, Repacked::Q4_0(packed)))
             }
@@ -222,7 +222,7 @@ impl Device for CpuDevice {
                 && self.kernels.gemm_q5_0_x8.is_some()
                 && src.rows % interleaved::ROWS == 0 =>
             {
-                let blocks = as_blocks::<BlockQ5_0>(&src.file.bytes()[src.range.clone()])?;
+                let blocks = as_blocks::<BlockQ5_0>(src.bytes())?;
                 let packed = repack_q5_0::RepackedQ5_0::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q5_0(packed)))
             }
@@ -230,7 +230,7 @@ impl Device for CpuDevice {
                 && self.kernels.gemm_q4_k_x8.is_some()
                 && src.rows % interleaved::ROWS == 0 =>
             {
-                let blocks = as_blocks::<BlockQ4K>(&src.file.bytes()[src.range.clone()])?;
+                let blocks = as_blocks::<BlockQ4K>(src.bytes())?;
                 let packed = repack_q4_k::RepackedQ4K::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q4K(packed)))
             }
@@ -238,7 +238,7 @@ impl Device for CpuDevice {
                 && self.kernels.gemm_q6_k_x8.is_some()
                 && src.rows % interleaved::ROWS == 0 =>
             {
-                let blocks = as_blocks::<BlockQ6K>(&src.file.bytes()[src.range.clone()])?;
+                let blocks = as_blocks::<BlockQ6K>(src.bytes())?;
                 let packed = repack_q6_k::RepackedQ6K::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q6K(packed)))
             }
@@ -246,7 +246,7 @@ impl Device for CpuDevice {
                 && self.kernels.gemm_q8_0_x8.is_some()
                 && src.rows % interleaved::ROWS == 0 =>
             {
-                let blocks = as_blocks::<BlockQ8_0>(&src.file.bytes()[src.range.clone()])?;
+                let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
                 let packed = repack_q8_0::RepackedQ8_0::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q8_0(packed)))
             }

@@ -4,10 +4,12 @@
 mod embed;
 #[cfg(not(target_arch = "wasm32"))]
 mod generate;
+#[cfg(not(target_arch = "wasm32"))]
+mod split;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod cli {
-    use super::{embed, generate};
+    use super::{embed, generate, split};
     use std::io::{IsTerminal, Write};
     use std::path::PathBuf;
     use std::process::ExitCode;
@@ -115,6 +117,10 @@ mod cli {
             #[arg(value_name = "TYPE")]
             target: String,
         },
+        /// Split a model into several files, as `llama-gguf-split --split`.
+        Split(split::SplitArgs),
+        /// Merge a split model into one file, as `llama-gguf-split --merge`.
+        Merge(split::MergeArgs),
     }
 
     pub fn main() -> ExitCode {
@@ -168,6 +174,8 @@ mod cli {
                     output,
                     target,
                 } => quantize(&input, &output, &target, threads),
+                Command::Split(a) => split::split(a),
+                Command::Merge(a) => split::merge(a),
             });
         match result {
             Ok(()) => ExitCode::SUCCESS,
@@ -387,9 +395,12 @@ mod cli {
     ) -> lamina::Result<()> {
         use lamina::requantize::{requantize_to, Target};
         let target = Target::from_name(target)?;
-        // Refused before the input is even read when the output is the input.
+        // Refused before the input is even read when the output is the
+        // input; for a split model, before any tensor is read when it is
+        // one of the other parts.
         let out = lamina::output_file::OutputFile::create(output, &[input])?;
         let file = GgufFile::open(input)?;
+        lamina::output_file::refuse_inputs(output, &file.paths())?;
         let interactive = std::io::stderr().is_terminal();
         let workers = lamina::parallel::Workers::new(threads)?;
         let out = requantize_to(

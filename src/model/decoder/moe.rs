@@ -151,6 +151,7 @@ fn stacked(t: Tensor, n: usize, rows: usize, cols: usize) -> Result<Vec<Tensor>>
             dtype: t.dtype,
             rows,
             cols,
+            part: t.part,
             range: t.range.start + e * per..t.range.start + (e + 1) * per,
         })
         .collect())
