@@ -9,6 +9,7 @@
 
 import { pickSimd } from './simd.js';
 import { readSessionFile, writeSessionFile } from './session-files.js';
+import { openUrl } from './download.js';
 
 /** Each build's directory, by threading and instruction set. */
 const BUILDS = {
@@ -184,7 +185,8 @@ function checkAborted(signal) {
  * order. A split model's first part given alone by URL or path
  * (`NAME-00001-of-0000N.gguf`) brings the others, named the same way.
  */
-async function streamSource(source, { onProgress, signal } = {}, use = (_, info) => info) {
+async function streamSource(source, options = {}, use = (_, info) => info) {
+  const { onProgress, signal } = options;
   const given = Array.isArray(source) ? source : [source];
   if (given.length === 0) throw new TypeError('no model parts were given');
   let loader = null;
@@ -192,13 +194,25 @@ async function streamSource(source, { onProgress, signal } = {}, use = (_, info)
     let expected = given.length;
     for (let i = 0; ; i++) {
       checkAborted(signal);
-      const part = await openPart(partSource(given, i, expected), signal);
+      // Progress by the bytes downloaded (ranges arrive ahead of their
+      // turn) or handed to the engine, whichever is further.
+      let size = 0;
+      let downloaded = 0;
+      let pushed = 0;
+      const report = () => onProgress?.((i + (size ? Math.min(1, Math.max(downloaded, pushed) / size) : 0)) / expected);
+      const onBytes = (n) => {
+        downloaded += n;
+        if (size) report();
+      };
+      const part = await openPart(partSource(given, i, expected), { ...options, onBytes });
+      size = part.size;
       if (loader) guard(() => loader.beginPart(part.size));
       else loader = guard(() => new wasm.GgufStreamLoader(part.size));
       for await (const chunk of part.chunks) {
         checkAborted(signal);
         guard(() => loader.push(chunk));
-        onProgress?.((i + (part.size ? loader.received / part.size : 1)) / expected);
+        pushed += chunk.length;
+        report();
       }
       const info = guard(() => loader.finish());
       expected = loader.partsExpected;
@@ -241,8 +255,11 @@ export function partName(first, i, count) {
   return `${first.slice(0, match.index)}-${pad(i + 1)}-of-${pad(count)}.gguf${first.slice(match.index + match[0].length)}`;
 }
 
-/** A source's size and its bytes as a stream of chunks. */
-async function openPart(source, signal) {
+/**
+ * A source's size and its bytes as a stream of chunks. A URL downloads in
+ * ranges (`parallel` at once, `retries` per range; see download.js).
+ */
+async function openPart(source, { signal, parallel, retries, onBytes }) {
   if (source instanceof Uint8Array) return { size: source.length, chunks: [source] };
   if (source instanceof ArrayBuffer) return { size: source.byteLength, chunks: [new Uint8Array(source)] };
   if (typeof Blob !== 'undefined' && source instanceof Blob) {
@@ -253,14 +270,7 @@ async function openPart(source, signal) {
   }
   const path = nodePath(source);
   if (path !== null) return openFile(path);
-  const response = await fetch(source, { signal });
-  if (!response.ok) throw new Error(`cannot fetch ${source}: HTTP ${response.status}`);
-  const length = Number(response.headers.get('content-length'));
-  if (!Number.isFinite(length) || length <= 0) {
-    const bytes = new Uint8Array(await response.arrayBuffer());
-    return { size: bytes.length, chunks: [bytes] };
-  }
-  return { size: length, chunks: responseChunks(response) };
+  return openUrl(source, { signal, parallel, retries, onBytes });
 }
 
 const inNode = typeof process !== 'undefined' && typeof process.versions?.node === 'string';
@@ -310,14 +320,6 @@ async function* blobChunks(blob) {
   }
 }
 
-async function* responseChunks(response) {
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    yield value;
-  }
-}
 
 /**
  * Parameters as JSON for the engine. JSON has no NaN or Infinity:

@@ -46,9 +46,14 @@ export interface ModelInfo {
 }
 
 export interface LoadOptions {
-  /** Called with the fraction (0..1) of the file read so far. */
+  /** Called with the fraction (0..1) of the model downloaded or read so far (every part of a split model). */
   onProgress?: (fraction: number) => void;
+  /** Stops the download and the load; the promise rejects with its reason. */
   signal?: AbortSignal;
+  /** A URL downloads in 16 MiB ranges, this many at once (default 4; 1: one after another). */
+  parallel?: number;
+  /** Times a range is asked for again, from the byte it reached, after a dropped connection (default 3). */
+  retries?: number;
 }
 
 export interface BuildInfo {
@@ -421,7 +426,7 @@ export declare function initLlama(
 export declare function loadModel(
   source: ModelSource,
   params?: LoadParams,
-  options?: { onProgress?: (fraction: number) => void; signal?: AbortSignal },
+  options?: LoadOptions,
 ): Promise<LlamaContext>;
 
 /** llama.rn's parallel status. */

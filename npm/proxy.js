@@ -208,9 +208,9 @@ export async function buildInfo() {
 
 export const init = buildInfo;
 
-export async function modelInfo(source, { onProgress, signal } = {}) {
+export async function modelInfo(source, { onProgress, signal, parallel, retries } = {}) {
   checkAborted(signal);
-  return once('info', { source: portable(source) }, { onProgress }, signal);
+  return once('info', { source: portable(source), download: { parallel, retries } }, { onProgress }, signal);
 }
 
 export async function _testPanic(message) {
@@ -364,13 +364,14 @@ export class LlamaContext {
   }
 }
 
-export async function loadModel(source, params = {}, { onProgress, signal } = {}) {
+export async function loadModel(source, params = {}, { onProgress, signal, parallel, retries } = {}) {
   checkAborted(signal);
   const connection = new Connection();
   const abort = () => connection.close(signal.reason ?? new Error('loading the model was aborted'));
   signal?.addEventListener('abort', abort);
   try {
-    const info = await connection.call('load', { source: portable(source), params: params ?? {} }, { onProgress });
+    const download = { parallel, retries };
+    const info = await connection.call('load', { source: portable(source), params: params ?? {}, download }, { onProgress });
     onProgress?.(1);
     return new LlamaContext(connection, info);
   } catch (e) {

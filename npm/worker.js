@@ -44,15 +44,17 @@ function loaded() {
 }
 
 const ops = {
-  async load({ source, params }, reply) {
+  async load({ source, params, download }, reply) {
     const pick = pickBuild(threadsAsked(params));
     const build = await engine.init({ ...pick, simd: params.simd });
     ctx = await engine.loadModel(source, { ...params, n_threads: build.threads }, {
+      ...download,
       onProgress: (progress) => reply({ progress }),
     });
     return ctx.build;
   },
-  info: ({ source }, reply) => engine.modelInfo(source, { onProgress: (progress) => reply({ progress }) }),
+  info: ({ source, download }, reply) =>
+    engine.modelInfo(source, { ...download, onProgress: (progress) => reply({ progress }) }),
   completion: ({ params }, reply) => loaded().completion(params, (token) => reply({ token })),
   stop: () => loaded().stopCompletion(),
   tokenize: ({ text, options }) => loaded().tokenize(text, options),
