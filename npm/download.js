@@ -35,7 +35,8 @@ export async function openUrl(url, { signal, parallel = 4, retries = 3, rangeByt
     const total = probe.status === 206 && !encoded(probe) ? rangeTotal(probe.headers.get('content-range')) : null;
     if (total !== null) {
       const options = { signal: controller.signal, parallel, retries, rangeBytes, onBytes };
-      return { size: total, chunks: finishing(rangedChunks(url, probe, total, options), done) };
+      const etag = probe.headers.get('etag');
+      return { size: total, etag, chunks: finishing(rangedChunks(url, probe, total, options), done) };
     }
     if (probe.status === 206) {
       // Ranges of an encoded body, or without a total: ask for the whole.
@@ -52,8 +53,9 @@ export async function openUrl(url, { signal, parallel = 4, retries = 3, rangeByt
 /** A response body as `{ size, chunks }`. */
 async function wholeBody(response, onBytes, done) {
   const length = Number(response.headers.get('content-length'));
+  const etag = response.headers.get('etag');
   if (!encoded(response) && Number.isFinite(length) && length > 0) {
-    return { size: length, chunks: finishing(bodyChunks(response, onBytes), done) };
+    return { size: length, etag, chunks: finishing(bodyChunks(response, onBytes), done) };
   }
   // The size is that of the decoded stream: read it all first.
   const parts = [];
@@ -63,7 +65,7 @@ async function wholeBody(response, onBytes, done) {
     size += chunk.length;
   }
   done();
-  return { size, chunks: parts };
+  return { size, etag, chunks: parts };
 }
 
 /** Runs `done` once `chunks` ends, fails or is left. */

@@ -10,6 +10,7 @@
 import { pickSimd } from './simd.js';
 import { readSessionFile, writeSessionFile } from './session-files.js';
 import { openUrl } from './download.js';
+import { cachedOpen, verified } from './cache.js';
 
 /** Each build's directory, by threading and instruction set. */
 const BUILDS = {
@@ -204,7 +205,9 @@ async function streamSource(source, options = {}, use = (_, info) => info) {
         downloaded += n;
         if (size) report();
       };
-      const part = await openPart(partSource(given, i, expected), { ...options, onBytes });
+      // One sha256 per part (an array), or one for an unsplit model.
+      const sha256 = Array.isArray(options.sha256) ? options.sha256[i] : i === 0 ? options.sha256 : undefined;
+      const part = await openPart(partSource(given, i, expected), { ...options, onBytes, sha256 });
       size = part.size;
       if (loader) guard(() => loader.beginPart(part.size));
       else loader = guard(() => new wasm.GgufStreamLoader(part.size));
@@ -259,7 +262,13 @@ export function partName(first, i, count) {
  * A source's size and its bytes as a stream of chunks. A URL downloads in
  * ranges (`parallel` at once, `retries` per range; see download.js).
  */
-async function openPart(source, { signal, parallel, retries, onBytes }) {
+async function openPart(source, { signal, parallel, retries, onBytes, cache, sha256 }) {
+  const name = typeof source === 'string' || source instanceof URL ? String(source) : 'the model file';
+  const part = await openSource(source, { signal, parallel, retries, onBytes, cache, sha256 });
+  return part.checked ? part : verified(name, part, sha256);
+}
+
+async function openSource(source, { signal, parallel, retries, onBytes, cache, sha256 }) {
   if (source instanceof Uint8Array) return { size: source.length, chunks: [source] };
   if (source instanceof ArrayBuffer) return { size: source.byteLength, chunks: [new Uint8Array(source)] };
   if (typeof Blob !== 'undefined' && source instanceof Blob) {
@@ -270,7 +279,10 @@ async function openPart(source, { signal, parallel, retries, onBytes }) {
   }
   const path = nodePath(source);
   if (path !== null) return openFile(path);
-  return openUrl(source, { signal, parallel, retries, onBytes });
+  const download = () => openUrl(source, { signal, parallel, retries, onBytes });
+  if (!cache) return download();
+  // The cache checks the sha256 itself (before storing).
+  return { ...(await cachedOpen(source, { signal, sha256 }, download)), checked: true };
 }
 
 const inNode = typeof process !== 'undefined' && typeof process.versions?.node === 'string';

@@ -54,7 +54,36 @@ export interface LoadOptions {
   parallel?: number;
   /** Times a range is asked for again, from the byte it reached, after a dropped connection (default 3). */
   retries?: number;
+  /**
+   * Keep a model downloaded by URL in the model cache (`cache`) and load it from there next
+   * time: checked against the server's ETag and size when it answers, used as it is offline.
+   */
+  cache?: boolean;
+  /** The file's SHA-256 (hex), or one per part of a split model: a mismatch is an Error, and nothing is cached. */
+  sha256?: string | string[];
 }
+
+/** An entry of the model cache. */
+export interface CacheEntry {
+  url: string;
+  size: number;
+  etag: string | null;
+  /** Of the stored bytes (in browsers only when a sha256 was given to check). */
+  sha256: string | null;
+  /** ISO 8601. */
+  stored: string;
+}
+
+/**
+ * The model cache: a directory in Node (LAMINA_CACHE_DIR, else $XDG_CACHE_HOME/lamina/models,
+ * else ~/.cache/lamina/models), the origin private file system in browsers.
+ */
+export declare const cache: {
+  where(): Promise<string>;
+  list(): Promise<CacheEntry[]>;
+  delete(url: string | URL): Promise<void>;
+  clear(): Promise<void>;
+};
 
 export interface BuildInfo {
   build: 'single-thread' | 'threaded';

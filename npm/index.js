@@ -31,3 +31,5 @@ export async function initLlama({ model, ...params } = {}, onProgress) {
   return api.loadModel(model, params, { onProgress: percent });
 }
 export const _testOutOfMemory = api._testOutOfMemory;
+/** The model cache (`loadModel(url, params, { cache: true })`): `list()`, `delete(url)`, `clear()`, `where()`. */
+export { cache } from './cache.js';

@@ -208,9 +208,10 @@ export async function buildInfo() {
 
 export const init = buildInfo;
 
-export async function modelInfo(source, { onProgress, signal, parallel, retries } = {}) {
+export async function modelInfo(source, { onProgress, signal, parallel, retries, cache, sha256 } = {}) {
   checkAborted(signal);
-  return once('info', { source: portable(source), download: { parallel, retries } }, { onProgress }, signal);
+  const download = { parallel, retries, cache, sha256 };
+  return once('info', { source: portable(source), download }, { onProgress }, signal);
 }
 
 export async function _testPanic(message) {
@@ -364,13 +365,13 @@ export class LlamaContext {
   }
 }
 
-export async function loadModel(source, params = {}, { onProgress, signal, parallel, retries } = {}) {
+export async function loadModel(source, params = {}, { onProgress, signal, parallel, retries, cache, sha256 } = {}) {
   checkAborted(signal);
   const connection = new Connection();
   const abort = () => connection.close(signal.reason ?? new Error('loading the model was aborted'));
   signal?.addEventListener('abort', abort);
   try {
-    const download = { parallel, retries };
+    const download = { parallel, retries, cache, sha256 };
     const info = await connection.call('load', { source: portable(source), params: params ?? {}, download }, { onProgress });
     onProgress?.(1);
     return new LlamaContext(connection, info);
