@@ -9,6 +9,13 @@ cd "$repo"
 source scripts/env.sh
 [ -n "${LAMINA_SKIP_BUILD:-}" ] || { scripts/setup.sh; scripts/build-wasm.sh; scripts/fetch-models.sh; }
 
+# SmolLM2 in three parts, served beside the models (the split-model test).
+rm -rf target/web-split
+mkdir -p target/web-split
+cargo build --quiet --bin lamina
+target/debug/lamina split --split-max-size 40M models/SmolLM2-135M-Instruct.Q4_1.gguf \
+  target/web-split/smollm2 2>/dev/null
+
 source scripts/web-server.sh
 
 LAMINA_REPO="$repo" LAMINA_TOOLS="$LAMINA_TOOLS" \

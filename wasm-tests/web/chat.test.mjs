@@ -16,7 +16,8 @@
 // One more case embeds a MiniLM golden sentence through the package's worker;
 // another panics one of two models and checks the other keeps working; one
 // saves a session to the origin private file system and loads it in another
-// model (same ids, the prompt reused).
+// model (same ids, the prompt reused); one loads SmolLM2 split in three files
+// by its first URL into the model cache (OPFS), then again with the URLs failing.
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -278,6 +279,50 @@ test('a session saved to the origin private file system continues in another mod
     assert.deepEqual(got.fromB, got.fromA);
     assert.equal(got.cached, got.n - 1);
     assert.equal(got.missing, 'no session sessions/none.session in the origin private file system');
+  } finally {
+    await browser.close();
+  }
+});
+
+test('a split model by its first URL, cached in the origin private file system, loads again offline', async () => {
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    const first = '/target/web-split/smollm2-00001-of-00003.gguf';
+    const load = (options, url = first) =>
+      page.evaluate(async ({ url, options }) => {
+        const { loadModel, cache } = await import('/npm/index.js');
+        const fractions = [];
+        const ctx = await loadModel(url, { n_threads: 2, n_ctx: 128 }, { ...options, onProgress: (f) => fractions.push(f) });
+        const r = await ctx.completion({ prompt: 'The capital of France is', n_predict: 6, temperature: 0 });
+        await ctx.release();
+        const entries = (await cache.list()).map((e) => [new URL(e.url).pathname, e.size]);
+        return { ids: r.generated_ids, entries, fractions: [fractions.length, fractions.at(-1)] };
+      }, { url, options });
+    await page.evaluate(async () => (await import('/npm/index.js')).cache.clear());
+    const requested = [];
+    page.on('request', (r) => requested.push(`${r.method()} ${new URL(r.url()).pathname}`));
+    const whole = await load({}, `/models/${MODEL}`);
+    const online = await load({ cache: true });
+    assert.deepEqual(online.ids, whole.ids);
+    assert.deepEqual(
+      online.entries.map(([path]) => path),
+      [1, 2, 3].map((i) => `/target/web-split/smollm2-0000${i}-of-00003.gguf`),
+    );
+    assert.equal(online.fractions[1], 1);
+    assert.ok(requested.some((r) => r.startsWith('GET /target/web-split/')), requested.join('\n'));
+    // The parts' URLs now fail: the cached copies load.
+    requested.length = 0;
+    await page.route('**/target/web-split/**', (route) => route.abort());
+    const offline = await load({ cache: true });
+    assert.deepEqual(offline.ids, online.ids);
+    assert.ok(!requested.some((r) => r.startsWith('GET /target/web-split/')), requested.join('\n'));
+    // Without the cache they cannot load.
+    const failed = await page
+      .evaluate(async (first) => (await import('/npm/index.js')).loadModel(first).then(() => 'loaded', (e) => e.message), first);
+    assert.match(failed, /fetch/i);
+    await page.evaluate(async () => (await import('/npm/index.js')).cache.clear());
   } finally {
     await browser.close();
   }
