@@ -757,8 +757,13 @@ export async function loadModel(source, params = {}, options = {}) {
     source instanceof URL ||
     Array.isArray(source)
   ) {
-    inner = await streamSource(source, options, (loader) =>
-      guard(() => wasm.LlamaContext.fromLoader(loader, json)),
+    // Progress: reading the file is the first half, binding its weights
+    // (repacking some) the second.
+    const onProgress = options.onProgress;
+    const reading = { ...options, onProgress: onProgress && ((f) => onProgress(f / 2)) };
+    const binding = onProgress && ((f) => onProgress(0.5 + f / 2));
+    inner = await streamSource(source, reading, (loader) =>
+      guard(() => wasm.LlamaContext.fromLoader(loader, json, binding)),
     );
   } else {
     throw new TypeError('loadModel: source must be an ArrayBuffer, Uint8Array, Blob, URL, string or an array of them');

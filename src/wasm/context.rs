@@ -333,10 +333,23 @@ impl JsLlamaContext {
         Ok(())
     }
 
-    fn load(file: GgufFile, params_json: &str) -> Result<JsLlamaContext, JsError> {
+    /// `on_progress(fraction)` hears the weights being bound (0..1).
+    fn load(
+        file: GgufFile,
+        params_json: &str,
+        on_progress: Option<&js_sys::Function>,
+    ) -> Result<JsLlamaContext, JsError> {
         let p: LoadParams = parse("model parameters", params_json)?;
         let device = CpuDevice::new(p.cpu_variant.as_deref()).map_err(js_error)?;
-        let model = Model::load(Arc::new(file), device.shared(), None).map_err(js_error)?;
+        let mut report = |fraction: f32| {
+            if let Some(f) = on_progress {
+                // A listener that throws does not stop the load.
+                let _ = f.call1(&JsValue::NULL, &JsValue::from_f64(fraction as f64));
+            }
+            true
+        };
+        let progress: Option<crate::model::Progress> = Some(&mut report);
+        let model = Model::load(Arc::new(file), device.shared(), progress).map_err(js_error)?;
         let d = ContextParams::default();
         let kv = |t: &Option<String>| t.as_deref().map_or(Ok(KvType::F16), KvType::from_name);
         let params = ContextParams {
@@ -365,20 +378,22 @@ impl JsLlamaContext {
     #[wasm_bindgen(js_name = fromBytes)]
     pub fn from_bytes(bytes: Vec<u8>, params_json: &str) -> Result<JsLlamaContext, JsError> {
         let file = GgufFile::from_bytes(bytes).map_err(js_error)?;
-        JsLlamaContext::load(file, params_json)
+        JsLlamaContext::load(file, params_json, None)
     }
 
     /// A context over the file a finished `GgufStreamLoader` gathered (no
     /// second copy of the model).
+    /// `onProgress(fraction)`, if given, hears the weights being bound.
     #[wasm_bindgen(js_name = fromLoader)]
     pub fn from_loader(
         loader: &mut JsStreamLoader,
         params_json: &str,
+        on_progress: Option<js_sys::Function>,
     ) -> Result<JsLlamaContext, JsError> {
         let file = loader
             .take_file()
             .ok_or_else(|| JsError::new("the stream loader has not finished (call finish())"))?;
-        JsLlamaContext::load(file, params_json)
+        JsLlamaContext::load(file, params_json, on_progress.as_ref())
     }
 
     /// Starts a completion (llama.rn's parameters as JSON): the prompt is

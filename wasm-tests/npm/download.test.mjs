@@ -3,7 +3,7 @@
 // another), a connection dropped mid-range and resumed from its byte, a
 // server without ranges, a compressed transfer sized by its decoded bytes, a
 // split model by its first part's URL, an abort during the download, and
-// progress by the byte.
+// progress by the byte and by the weights bound.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -118,8 +118,12 @@ test('ranged downloads run `parallel` at a time and give the model', async () =>
   assert.equal(ranges.length, Math.ceil(model.length / (16 << 20)), `${ranges}`);
   assert.equal(ranges[0], `bytes=0-${(16 << 20) - 1}`);
   assert.ok(seen.mostOpen >= 2 && seen.mostOpen <= 4, `at most ${seen.mostOpen} requests at once`);
-  // Progress by the byte: many more reports than ranges, never backwards.
-  assert.ok(fractions.length > 4 * ranges.length, `${fractions.length} progress reports`);
+  // Progress by the byte (the download is the first half, many more reports
+  // than ranges), then by the weights bound (the second), never backwards.
+  const downloading = fractions.filter((f) => f <= 0.5);
+  assert.ok(downloading.length > 4 * ranges.length, `${downloading.length} download progress reports`);
+  const binding = fractions.filter((f) => f > 0.5 && f < 1).length;
+  assert.ok(binding >= 10, `${binding} weight binding reports`);
   assert.ok(fractions.every((f, i) => i === 0 || f >= fractions[i - 1]), 'progress went back');
   assert.equal(fractions.at(-1), 1);
 
