@@ -300,7 +300,7 @@ function nodePath(source) {
 
 /** A file in Node, read a chunk at a time (never whole). */
 async function openFile(path) {
-  const fs = await import('node:fs/promises');
+  const fs = await import(/* webpackIgnore: true */ 'node:fs/promises');
   let size;
   try {
     ({ size } = await fs.stat(path));

@@ -56,26 +56,27 @@ impl std::fmt::Debug for GgufFile {
 }
 
 impl GgufFile {
-    /// Parses a file held in memory.
-    /// A part of a split model parsed this way is that part alone (see `join`).
+    /// Parses a file held in memory (a part of a split model: that part
+    /// alone, see `join`).
     pub fn from_bytes(bytes: Vec<u8>) -> Result<GgufFile> {
         let header = header::parse(&bytes, bytes.len() as u64)?;
-        Ok(GgufFile::single(header, Storage::Owned(bytes), None))
+        Ok(GgufFile::single(header, Storage::Owned(bytes)))
     }
 
     /// Joins a header parsed by the stream loader with the bytes it has collected.
     pub(crate) fn from_header_and_bytes(header: Header, bytes: Vec<u8>) -> GgufFile {
-        GgufFile::single(header, Storage::Owned(bytes), None)
+        GgufFile::single(header, Storage::Owned(bytes))
     }
 
-    fn single(header: Header, storage: Storage, path: Option<PathBuf>) -> GgufFile {
+    /// One file (its path, if any, set by `open_part`).
+    fn single(header: Header, storage: Storage) -> GgufFile {
         let data_offset = header.data_offset;
         GgufFile {
             header,
             parts: vec![Part {
                 storage,
                 data_offset,
-                path,
+                path: None,
             }],
         }
     }
@@ -178,7 +179,7 @@ impl GgufFile {
         let map = unsafe { memmap2::MmapOptions::new().map(desc) }
             .map_err(|e| Error::io(format!("cannot memory-map {}", name()), e))?;
         let header = header::parse(&map, map.len() as u64)?;
-        Ok(GgufFile::single(header, Storage::Mapped(map), None))
+        Ok(GgufFile::single(header, Storage::Mapped(map)))
     }
 
     /// The path the file (the first part of a split model) was opened from,

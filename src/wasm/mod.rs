@@ -178,16 +178,6 @@ impl JsStreamLoader {
         }
     }
 
-    /// Parts finished so far.
-    #[wasm_bindgen(getter, js_name = partsLoaded)]
-    pub fn parts_loaded(&self) -> usize {
-        if self.file.is_some() {
-            self.file.as_ref().map_or(0, |f| f.part_count())
-        } else {
-            self.parts.len()
-        }
-    }
-
     /// Starts the next part of a split model (of `totalBytes` bytes), once
     /// the previous one has finished and more are expected.
     #[wasm_bindgen(js_name = beginPart)]
