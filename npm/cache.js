@@ -9,9 +9,9 @@
 // when one is given): written to a temporary, then put in place.
 
 import { sha256 } from './sha256.js';
+import { blobChunks, nodeFileChunks } from './chunks.js';
 
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
-const CHUNK_BYTES = 8 << 20;
 
 /** The entry's file name: a hash of the URL (any URL makes a safe name). */
 async function entryName(url) {
@@ -67,36 +67,16 @@ async function nodeStore() {
         return null;
       }
     },
-    async read(url) {
-      const file = path.join(dir, `${await entryName(url)}.gguf`);
-      const handle = await fs.open(file, 'r');
-      return (async function* () {
-        try {
-          for (let offset = 0; ; ) {
-            const buffer = new Uint8Array(CHUNK_BYTES);
-            const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
-            if (bytesRead === 0) return;
-            offset += bytesRead;
-            yield buffer.subarray(0, bytesRead);
-          }
-        } finally {
-          await handle.close();
-        }
-      })();
+    async read(url, size) {
+      return nodeFileChunks(path.join(dir, `${await entryName(url)}.gguf`), size);
     },
-    async writer(url, size) {
+    async writer(url) {
       await fs.mkdir(dir, { recursive: true });
       const name = await entryName(url);
       const temp = path.join(dir, `.${name}.${process.pid}-${nextTemp++}.tmp`);
       const handle = await fs.open(temp, 'wx');
       return {
-        async write(chunk) {
-          try {
-            await handle.write(chunk);
-          } catch (e) {
-            throw quotaError(e, size);
-          }
-        },
+        write: (chunk) => handle.write(chunk),
         async commit(record) {
           await handle.sync();
           await handle.close();
@@ -154,26 +134,15 @@ async function opfsStore() {
       }
     },
     async read(url) {
-      const file = await (await fileOf(`${await entryName(url)}.gguf`)).getFile();
-      return (async function* () {
-        for (let offset = 0; offset < file.size; offset += CHUNK_BYTES) {
-          yield new Uint8Array(await file.slice(offset, offset + CHUNK_BYTES).arrayBuffer());
-        }
-      })();
+      return blobChunks(await (await fileOf(`${await entryName(url)}.gguf`)).getFile());
     },
-    async writer(url, size) {
+    async writer(url) {
       const name = await entryName(url);
       // createWritable writes a swap file the browser puts in place on
       // close; an aborted write leaves what was there.
       const writable = await (await fileOf(`${name}.gguf`, true)).createWritable();
       return {
-        async write(chunk) {
-          try {
-            await writable.write(chunk);
-          } catch (e) {
-            throw quotaError(e, size);
-          }
-        },
+        write: (chunk) => writable.write(chunk),
         async commit(record) {
           await writable.close();
           const out = await (await fileOf(`${name}.json`, true)).createWritable();
@@ -229,10 +198,12 @@ export async function cachedOpen(url, { signal, sha256: expected }, download) {
   const key = String(url);
   const record = await s.get(key);
   if (record && (expected === undefined || record.sha256 === expected.toLowerCase())) {
-    if (await stillCurrent(key, record, signal)) return { size: record.size, chunks: await s.read(key) };
+    if (await stillCurrent(key, record, signal)) {
+      return { size: record.size, chunks: await s.read(key, record.size) };
+    }
   }
   const part = await download();
-  const writer = await s.writer(key, part.size);
+  const writer = await s.writer(key);
   // Hashed when asked to check, and in Node (fast there) for the record.
   const hash = expected !== undefined || isNode ? await sha256() : null;
   async function* storing() {
@@ -240,7 +211,9 @@ export async function cachedOpen(url, { signal, sha256: expected }, download) {
     try {
       let size = 0;
       for await (const chunk of part.chunks) {
-        await writer.write(chunk);
+        await writer.write(chunk).catch((e) => {
+          throw quotaError(e, part.size);
+        });
         hash?.update(chunk);
         size += chunk.length;
         yield chunk;

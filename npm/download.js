@@ -144,7 +144,7 @@ async function* rangedChunks(url, probe, total, { signal, parallel, retries, ran
   const launch = () => {
     // The range being handed on counts among the `parallel`.
     while (next < ranges.length && pending.size < parallel - 1) {
-      const request = fetchRange(url, ranges[next], { signal, retries, onBytes });
+      const request = readRange(url, ranges[next], null, { signal, retries, onBytes });
       request.catch(() => {}); // awaited in its turn; not an unhandled rejection meanwhile
       pending.set(next, request);
       next += 1;
@@ -155,7 +155,7 @@ async function* rangedChunks(url, probe, total, { signal, parallel, retries, ran
   for (let i = 1; i < ranges.length; i++) {
     if (!pending.has(i)) {
       // parallel 1: nothing runs ahead.
-      pending.set(i, fetchRange(url, ranges[i], { signal, retries, onBytes }));
+      pending.set(i, readRange(url, ranges[i], null, { signal, retries, onBytes }));
       next = i + 1;
     }
     const bytes = await pending.get(i);
@@ -163,11 +163,6 @@ async function* rangedChunks(url, probe, total, { signal, parallel, retries, ran
     launch();
     yield bytes;
   }
-}
-
-/** Bytes [start, end) by a ranged request. */
-function fetchRange(url, range, options) {
-  return readRange(url, range, null, options);
 }
 
 /**

@@ -11,13 +11,13 @@ import { pickSimd } from './simd.js';
 import { readSessionFile, writeSessionFile } from './session-files.js';
 import { openUrl } from './download.js';
 import { cachedOpen, verified } from './cache.js';
+import { blobChunks, nodeFileChunks } from './chunks.js';
 
 /** Each build's directory, by threading and instruction set. */
 const BUILDS = {
   'single-thread': { simd128: './dist/', 'relaxed-simd': './dist-relaxed/' },
   threaded: { simd128: './dist-threads/', 'relaxed-simd': './dist-threads-relaxed/' },
 };
-const CHUNK_BYTES = 8 << 20;
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 
 let ready = null;
@@ -307,29 +307,7 @@ async function openFile(path) {
   } catch (e) {
     throw new Error(`cannot open ${path}: ${e.message}`);
   }
-  // Opened when read, so a part never read holds no descriptor.
-  async function* chunks() {
-    const handle = await fs.open(path, 'r');
-    try {
-      for (let offset = 0; offset < size; ) {
-        const buffer = new Uint8Array(Math.min(CHUNK_BYTES, size - offset));
-        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset);
-        if (bytesRead === 0) throw new Error(`${path} ended at ${offset} of ${size} bytes`);
-        offset += bytesRead;
-        yield buffer.subarray(0, bytesRead);
-      }
-    } finally {
-      await handle.close();
-    }
-  }
-  return { size, chunks: chunks() };
-}
-
-async function* blobChunks(blob) {
-  for (let offset = 0; offset < blob.size; offset += CHUNK_BYTES) {
-    const part = blob.slice(offset, offset + CHUNK_BYTES);
-    yield new Uint8Array(await part.arrayBuffer());
-  }
+  return { size, chunks: nodeFileChunks(path, size) };
 }
 
 

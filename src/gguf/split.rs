@@ -30,14 +30,19 @@ pub fn prefix_of(path: &str, index: usize, count: usize) -> Option<&str> {
     path.strip_suffix(&suffix).filter(|p| !p.is_empty())
 }
 
+/// A split key's value (a u16), if the part has the key.
+fn split_key(file: &GgufFile, key: &str) -> Result<Option<usize>> {
+    let md = file.metadata();
+    Ok(if md.contains(key) {
+        Some(md.get_u16(key)? as usize)
+    } else {
+        None
+    })
+}
+
 /// `split.count` of a part's metadata: 0 when absent (an unsplit file).
 pub fn split_count(file: &GgufFile) -> Result<usize> {
-    let md = file.metadata();
-    Ok(if md.contains(KEY_COUNT) {
-        md.get_u16(KEY_COUNT)? as usize
-    } else {
-        0
-    })
+    Ok(split_key(file, KEY_COUNT)?.unwrap_or(0))
 }
 
 /// How many files the model whose first part is `first` is in (1 when
@@ -55,12 +60,7 @@ pub fn parts_expected(first: &GgufFile) -> Result<usize> {
 
 /// `split.no` of a part's metadata, if present.
 fn split_no(file: &GgufFile) -> Result<Option<usize>> {
-    let md = file.metadata();
-    Ok(if md.contains(KEY_NO) {
-        Some(md.get_u16(KEY_NO)? as usize)
-    } else {
-        None
-    })
+    split_key(file, KEY_NO)
 }
 
 /// The paths of parts 2..N when `first` (opened from its path) is the first

@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 use super::split::{part_path, KEY_COUNT, KEY_NO, KEY_TENSORS};
-use super::{GgufFile, GgufLayout, Value};
+use super::{GgufFile, GgufLayout, TensorInfo, Value};
 use crate::error::{Error, Result};
 use crate::output_file::OutputFile;
 
@@ -110,8 +110,36 @@ pub fn plan_split(file: &GgufFile, options: SplitOptions) -> Result<Vec<Vec<usiz
     Ok(parts)
 }
 
-/// The header of part `index` of a split of `file` into `plan`.
-fn part_layout(file: &GgufFile, plan: &[Vec<usize>], index: usize) -> Result<GgufLayout> {
+/// The tensors of part `index` of `plan`, checked to be `file`'s.
+fn part_tensors<'f>(
+    file: &'f GgufFile,
+    plan: &[Vec<usize>],
+    index: usize,
+) -> Result<Vec<&'f TensorInfo>> {
+    let indices = plan.get(index).ok_or_else(|| {
+        Error::InvalidArgument(format!("part {} of a split into {}", index + 1, plan.len()))
+    })?;
+    indices
+        .iter()
+        .map(|&i| {
+            file.tensors().get(i).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "the plan names tensor #{i} of {}",
+                    file.tensors().len()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The header of part `index` of a split of `file` into `plan` (`count`
+/// parts), holding `tensors`.
+fn part_layout(
+    file: &GgufFile,
+    count: usize,
+    index: usize,
+    tensors: &[&TensorInfo],
+) -> Result<GgufLayout> {
     // Version 3, as the reference writes whatever it read.
     let mut layout = GgufLayout::new();
     if index == 0 {
@@ -123,26 +151,34 @@ fn part_layout(file: &GgufFile, plan: &[Vec<usize>], index: usize) -> Result<Ggu
     }
     let n_tensors = i32::try_from(file.tensors().len())
         .map_err(|_| Error::InvalidArgument("too many tensors to split".into()))?;
-    let count = u16::try_from(plan.len()).map_err(|_| {
+    let count = u16::try_from(count).map_err(|_| {
         Error::InvalidArgument(format!(
-            "{} parts: a split model has at most {}",
-            plan.len(),
+            "{count} parts: a split model has at most {}",
             u16::MAX
         ))
     })?;
     layout.add_metadata(KEY_NO, Value::U16(index as u16))?;
     layout.add_metadata(KEY_TENSORS, Value::I32(n_tensors))?;
     layout.add_metadata(KEY_COUNT, Value::U16(count))?;
-    for &i in &plan[index] {
-        let t = file.tensors().get(i).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "the plan names tensor #{i} of {}",
-                file.tensors().len()
-            ))
-        })?;
+    for t in tensors {
         layout.add_tensor(t.name.clone(), t.ggml_type, &t.shape)?;
     }
     Ok(layout)
+}
+
+/// Writes `layout` (which declares `tensors`, in order) and their data read
+/// from `file` to `out`.
+fn write_file<W: std::io::Write>(
+    layout: GgufLayout,
+    file: &GgufFile,
+    tensors: &[&TensorInfo],
+    out: W,
+) -> Result<W> {
+    let mut stream = layout.stream_to(out)?;
+    for t in tensors {
+        stream.write_tensor(&t.name, file.tensor_data(t)?)?;
+    }
+    stream.finish()
 }
 
 /// Writes part `index` of a split of `file` into `plan` (from `plan_split`)
@@ -153,24 +189,9 @@ pub fn write_part<W: std::io::Write>(
     index: usize,
     out: W,
 ) -> Result<W> {
-    if index >= plan.len() {
-        return Err(Error::InvalidArgument(format!(
-            "part {} of a split into {}",
-            index + 1,
-            plan.len()
-        )));
-    }
-    let mut stream = part_layout(file, plan, index)?.stream_to(out)?;
-    for &i in &plan[index] {
-        let t = file.tensors().get(i).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "the plan names tensor #{i} of {}",
-                file.tensors().len()
-            ))
-        })?;
-        stream.write_tensor(&t.name, file.tensor_data(t)?)?;
-    }
-    stream.finish()
+    let tensors = part_tensors(file, plan, index)?;
+    let layout = part_layout(file, plan.len(), index, &tensors)?;
+    write_file(layout, file, &tensors, out)
 }
 
 /// One file written: where, and how many tensors.
@@ -195,15 +216,7 @@ pub fn write_split(
     for (index, tensors) in plan.iter().enumerate() {
         let path = PathBuf::from(part_path(prefix, index, plan.len()));
         let out = OutputFile::create(&path, &inputs)?;
-        let counted = write_part(
-            file,
-            &plan,
-            index,
-            CountingWriter {
-                inner: out,
-                count: 0,
-            },
-        )?;
+        let counted = write_part(file, &plan, index, CountingWriter::new(out))?;
         counted.inner.commit()?;
         written.push(WrittenPart {
             path,
@@ -232,14 +245,8 @@ pub fn write_merged(file: &GgufFile, output: &Path) -> Result<WrittenPart> {
         layout.add_tensor(t.name.clone(), t.ggml_type, &t.shape)?;
     }
     let out = OutputFile::create(output, &file.paths())?;
-    let mut stream = layout.stream_to(CountingWriter {
-        inner: out,
-        count: 0,
-    })?;
-    for t in file.tensors() {
-        stream.write_tensor(&t.name, file.tensor_data(t)?)?;
-    }
-    let counted = stream.finish()?;
+    let tensors: Vec<&TensorInfo> = file.tensors().iter().collect();
+    let counted = write_file(layout, file, &tensors, CountingWriter::new(out))?;
     counted.inner.commit()?;
     Ok(WrittenPart {
         path: output.to_path_buf(),
@@ -252,6 +259,12 @@ pub fn write_merged(file: &GgufFile, output: &Path) -> Result<WrittenPart> {
 struct CountingWriter<W> {
     inner: W,
     count: u64,
+}
+
+impl<W> CountingWriter<W> {
+    fn new(inner: W) -> Self {
+        CountingWriter { inner, count: 0 }
+    }
 }
 
 impl<W: std::io::Write> std::io::Write for CountingWriter<W> {
