@@ -473,6 +473,41 @@ fn write_bench_models() {
     }
 }
 
+/// Writes the model over 4 GiB that the memory64 build's tests load
+/// (common/big_model.rs) to `LAMINA_BIG_MODEL`, then checks it natively:
+/// mapped, its greedy tokens are the one its last bytes say.
+#[cfg(not(target_arch = "wasm32"))]
+#[test]
+#[ignore]
+fn write_model_over_4_gib() {
+    use lamina::completion::CompletionParams;
+    use lamina::sampling::SamplingParams;
+    let path = std::env::var("LAMINA_BIG_MODEL").expect("LAMINA_BIG_MODEL");
+    let bytes = common::big_model::write(&path);
+    assert!(bytes > 4 << 30, "{bytes} bytes");
+    let device = CpuDevice::new(None).unwrap().shared();
+    let model =
+        Arc::new(Model::load(Arc::new(GgufFile::open(&path).unwrap()), device, None).unwrap());
+    let params = ContextParams {
+        n_ctx: 64,
+        n_threads: 2,
+        ..ContextParams::default()
+    };
+    let mut ctx = Context::new(model, params).unwrap();
+    let greedy = CompletionParams {
+        prompt: "Hello".into(),
+        n_predict: 2,
+        sampling: SamplingParams {
+            temperature: 0.0,
+            ..SamplingParams::default()
+        },
+        ..CompletionParams::default()
+    };
+    let r = ctx.completion(&greedy, |_| {}).unwrap();
+    assert_eq!(r.generated_ids, [common::big_model::TOKEN; 2]);
+    println!("{path}: {bytes} bytes");
+}
+
 /// The real Gemma 3 270M Q4_K_M file (scripts/fetch-models.sh): a plain
 /// prompt and one in Gemma's turn format, teacher-forced against the
 /// reference. Gemma's logits are sensitive to rounding (the reference moves

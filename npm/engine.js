@@ -1,11 +1,11 @@
 // lamina's engine, called directly: loads one of the WebAssembly builds
-// (single-thread, or threaded with a Web Worker pool; each with SIMD128 or
-// with relaxed SIMD, see simd.js) and exposes the API over
-// the usual model sources: ArrayBuffer, Uint8Array, Blob/File (read in chunks)
-// or a URL. worker.js runs it for one model per worker (a Web Worker in
-// browsers, a worker_threads Worker in Node), so a panic, which leaves this
-// instance unusable, stops only that model; index.js uses it directly only
-// where no kind of worker exists.
+// (single-thread, or threaded with a pool of workers; each with SIMD128 or
+// with relaxed SIMD, see simd.js; or memory64, SIMD128 only) and exposes the
+// API over the usual model sources: ArrayBuffer, Uint8Array, Blob/File (read
+// in chunks) or a URL. worker.js runs it for one model per worker (a Web
+// Worker in browsers, a worker_threads Worker in Node), so a panic, which
+// leaves this instance unusable, stops only that model; index.js uses it
+// directly only where no kind of worker exists.
 
 import { pickSimd } from './simd.js';
 import { readSessionFile, writeSessionFile } from './session-files.js';
@@ -17,6 +17,7 @@ import { blobChunks, nodeFileChunks } from './chunks.js';
 const BUILDS = {
   'single-thread': { simd128: './dist/', 'relaxed-simd': './dist-relaxed/' },
   threaded: { simd128: './dist-threads/', 'relaxed-simd': './dist-threads-relaxed/' },
+  memory64: { simd128: './dist-memory64/' },
 };
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 
@@ -25,28 +26,35 @@ let ready = null;
 let wasm = null;
 /** The instance's exports (its memory, for out-of-memory reports). */
 let exports = null;
-
-function defaultReason() {
-  return isNode ? 'Node runs the single-thread build' : 'the single-thread build was asked for';
-}
+/** Whether the memory64 build runs (16 GiB of address space, not 4). */
+let memory64 = false;
 
 /**
  * Loads and instantiates the engine once; later calls return the same
- * promise. `build` is 'single-thread' (the default; the only one in Node) or
- * 'threaded' (needs cross-origin isolation; starts `threads` Web Workers);
+ * promise. `build` is 'single-thread' (the default), 'threaded' (starts a
+ * pool of `threads`: Web Workers, which need cross-origin isolation, or
+ * worker_threads in Node, see node-pool.js) or 'memory64' (64-bit memory,
+ * see builds.js);
  * `simd` is 'simd128', 'relaxed-simd' or undefined (the best this engine
  * runs; see simd.js). Resolves to `{ build, simd, simd_reason, threads,
  * reason }`.
  */
-export function init({ build = 'single-thread', threads = 1, reason = defaultReason(), simd } = {}) {
+export function init({
+  build = 'single-thread',
+  threads = 1,
+  reason = 'the single-thread build was asked for',
+  simd,
+} = {}) {
   if (!ready) {
     ready = (async () => {
       const dirs = BUILDS[build];
       if (!dirs) throw new Error(`unknown build ${JSON.stringify(build)}`);
-      if (build === 'threaded' && isNode) throw new Error('the threaded build runs in browsers only');
-      const isa = pickSimd(simd);
+      let isa = pickSimd(simd);
+      if (!dirs[isa.simd]) isa = { simd: 'simd128', simd_reason: `the ${build} build has SIMD128 only` };
       const dir = dirs[isa.simd];
       const url = new URL(`${dir}lamina_bg.wasm`, import.meta.url);
+      // Before the module is imported and compiled (see node-pool.js).
+      if (build === 'threaded' && isNode) (await import('./node-pool.js')).preparePool();
       const module = await import(`${dir}lamina.js`);
       if (isNode) {
         const { readFile } = await import('node:fs/promises');
@@ -60,6 +68,7 @@ export function init({ build = 'single-thread', threads = 1, reason = defaultRea
         poolThreads = module.threadPoolStarted();
       }
       wasm = module;
+      memory64 = build === 'memory64';
       wasm.setLogCallback(logCallback ?? undefined);
       return { build: module.buildKind(), ...isa, threads: poolThreads, reason };
     })();
@@ -152,10 +161,11 @@ function guard(call) {
         throw new Error(`lamina trapped: ${e.message}`);
       }
       // A trap without a panic message: Rust aborts this way when an
-      // allocation fails, which in wasm32 means memory ran out.
+      // allocation fails, which in WebAssembly means memory ran out.
       const mib = (bytes) => `${Math.round(bytes / 2 ** 20)} MiB`;
       const used = exports?.memory?.buffer?.byteLength ?? 0;
-      const reason = `out of memory (${e.message}): the engine holds ${mib(used)} of the ${mib(2 ** 32)} a wasm32 build can address`;
+      const [space, kind] = memory64 ? [2 ** 34, 'the memory64'] : [2 ** 32, 'a wasm32'];
+      const reason = `out of memory (${e.message}): the engine holds ${mib(used)} of the ${mib(space)} ${kind} build can address`;
       poisoned = `after running ${reason}`;
       throw new Error(`lamina ran ${reason}`);
     }
@@ -291,7 +301,7 @@ const inNode = typeof process !== 'undefined' && typeof process.versions?.node =
  * In Node, the file path a source names: a `file:` URL, or a string that is
  * not a URL (no scheme, or a Windows drive letter). Null elsewhere.
  */
-function nodePath(source) {
+export function nodePath(source) {
   if (!inNode) return null;
   const text = String(source);
   if (text.startsWith('file:')) return new URL(text);

@@ -86,7 +86,7 @@ export declare const cache: {
 };
 
 export interface BuildInfo {
-  build: 'single-thread' | 'threaded';
+  build: 'single-thread' | 'threaded' | 'memory64';
   /**
    * The instruction set of the build: 'relaxed-simd' where the engine runs
    * relaxed SIMD correctly (a check at load: Chromium's V8 does; Node 20's,
@@ -120,7 +120,7 @@ export interface ContextInfo {
   /** Whether session files can be saved and loaded (always: they hold
    *  recurrent layers' states beside the KV rows). */
   sessions: boolean;
-  build: 'single-thread' | 'threaded';
+  build: 'single-thread' | 'threaded' | 'memory64';
 }
 
 export function init(): Promise<BuildInfo>;
@@ -152,6 +152,12 @@ export interface LoadParams {
    * (an Error where the engine lacks it); default: the best it runs.
    */
   simd?: 'simd128' | 'relaxed-simd';
+  /**
+   * The memory64 build (64-bit memory up to 16 GiB, single-thread, SIMD128):
+   * true asks for it (an Error where the engine has no 64-bit memory), false
+   * never loads it; default: for models over 3 GiB, where the engine has it.
+   */
+  memory64?: boolean;
 }
 
 export type Pooling = 'none' | 'mean' | 'cls' | 'last' | 'rank';

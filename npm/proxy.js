@@ -7,6 +7,7 @@
 // errors are `Error`s (or `TypeError`/`RangeError`) with the engine's message.
 
 import { pickSimd } from './simd.js';
+import { pickBuild, defaultThreads } from './builds.js';
 
 const WORKER_URL = new URL('./worker.js', import.meta.url);
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
@@ -196,14 +197,11 @@ function checkAborted(signal) {
 }
 
 /**
- * What `loadModel` would run here: threaded when cross-origin isolated,
- * relaxed SIMD where the engine has it.
+ * What `loadModel` would run here with the default threads (builds.js), and
+ * its instruction set: relaxed SIMD where the engine has it.
  */
 export async function buildInfo() {
-  const isa = pickSimd();
-  if (isNode) return { build: 'single-thread', ...isa, threads: 1, reason: 'Node runs the single-thread build' };
-  const isolated = globalThis.crossOriginIsolated === true;
-  return { build: isolated ? 'threaded' : 'single-thread', ...isa };
+  return { ...pickBuild(defaultThreads()), ...pickSimd() };
 }
 
 export const init = buildInfo;

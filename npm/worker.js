@@ -1,13 +1,13 @@
 // The worker that runs lamina's engine for one loaded model (started by
 // proxy.js): a Web Worker in browsers, a worker_threads Worker in Node. It
-// picks the build: threaded when the page is cross-origin isolated
-// (SharedArrayBuffer) and more than one thread is asked for, single-thread
-// otherwise (always in Node), and says why. Requests arrive as
+// picks the build (builds.js) for the threads asked for. Requests arrive as
 // `{ id, op, args }`; answers go back as `{ id, result }` or
 // `{ id, error, errorName }`, with `{ id, progress }` and `{ id, token }`
 // along the way. An error after which the engine is unusable (a panic, out of
 // memory) also carries `stopped`, and proxy.js then ends this worker.
 import * as engine from './engine.js';
+import { pickBuild, defaultThreads, checkThreads } from './builds.js';
+import { modelBytes } from './model-size.js';
 
 const isNode = typeof process !== 'undefined' && process.versions?.node != null;
 const nodePort = isNode ? (await import(/* webpackIgnore: true */ 'node:worker_threads')).parentPort : null;
@@ -16,26 +16,9 @@ let ctx = null;
 /** The stop functions of running parallel requests, by request id. */
 const stops = new Map();
 
-/** The build for `n_threads`, and why it was chosen. */
-function pickBuild(nThreads) {
-  if (isNode) return { build: 'single-thread', threads: 1, reason: 'Node runs the single-thread build' };
-  const isolated = self.crossOriginIsolated === true && typeof SharedArrayBuffer === 'function';
-  if (nThreads > 1 && isolated) {
-    return { build: 'threaded', threads: nThreads, reason: 'cross-origin isolated' };
-  }
-  const reason =
-    nThreads <= 1 ? 'one thread was asked for' : 'the page is not cross-origin isolated (COOP/COEP)';
-  return { build: 'single-thread', threads: 1, reason };
-}
-
-function defaultThreads() {
-  return Math.max(1, Math.min(globalThis.navigator?.hardwareConcurrency || 1, 4));
-}
-
-/** The threads asked for (a whole number of at least 1), or the default. */
+/** The threads asked for (checked), or the default. */
 function threadsAsked({ n_threads: n = defaultThreads() }) {
-  if (!Number.isInteger(n) || n < 1) throw new RangeError(`n_threads must be a whole number of at least 1, got ${n}`);
-  return n;
+  return checkThreads(n);
 }
 
 function loaded() {
@@ -45,7 +28,8 @@ function loaded() {
 
 const ops = {
   async load({ source, params, download }, reply) {
-    const pick = pickBuild(threadsAsked(params));
+    const threads = threadsAsked(params);
+    const pick = pickBuild(threads, { modelBytes: await modelBytes(source), memory64: params.memory64 });
     const build = await engine.init({ ...pick, simd: params.simd });
     ctx = await engine.loadModel(source, { ...params, n_threads: build.threads }, {
       ...download,

@@ -1,6 +1,6 @@
 // Drives the chat page's Bench button and wllama's bench page in headless
-// Chromium, alternating per model and thread count, with lamina native's
-// numbers from the same run; see bench-web.sh.
+// Chromium, alternating per model and thread count, with the npm package in
+// Node and lamina native from the same run; see bench-web.sh.
 import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 
@@ -44,6 +44,17 @@ async function wllamaWeb(model, threads) {
   }
 }
 
+/** The same rows from the npm package in Node (its worker, and at more than one thread its worker_threads pool). */
+async function laminaNode(model, threads) {
+  const { loadModel } = await import('../npm/index.js');
+  const ctx = await loadModel(model, { n_threads: threads, n_ctx: 1024 });
+  try {
+    return { rows: (await ctx.bench(128, 64, 1, reps)).rows, build: ctx.build };
+  } finally {
+    await ctx.release();
+  }
+}
+
 /** lamina's CLI on the same model (the native build, best CPU variant). */
 function laminaNative(model, threads) {
   const out = execFileSync(process.env.LAMINA_BIN, ['bench', '-m', model, '-p', '128', '-n', '64',
@@ -53,19 +64,21 @@ function laminaNative(model, threads) {
 
 const cell = (r) => `${r.avg_ts.toFixed(1)} ± ${r.stddev_ts.toFixed(1)}`;
 const ratio = (a, b) => (a.avg_ts / b.avg_ts).toFixed(2);
-console.log('| model | t | lamina web build | test | lamina web t/s | wllama 2.3.7 t/s | web / wllama | lamina native t/s | web / native |');
-console.log('|---|---|---|---|---|---|---|---|---|');
+console.log('| model | t | lamina web build | test | lamina web t/s | wllama 2.3.7 t/s | web / wllama | lamina native t/s | web / native | lamina Node t/s | Node / web |');
+console.log('|---|---|---|---|---|---|---|---|---|---|---|');
 try {
   for (const model of process.argv.slice(2)) {
     for (const threads of threadCounts) {
       const ours = await laminaWeb(model, threads);
       const theirs = await wllamaWeb(model, threads);
       const native = laminaNative(model, threads);
+      const node = await laminaNode(model, threads);
+      if (node.build.n_threads !== threads) throw new Error(`Node ran ${node.build.n_threads} threads, not ${threads}`);
       const name = model.split('/').pop();
       const build = `${ours.info.build} ${ours.info.simd} (${ours.info.cpu_variant})`;
       ['pp128', 'tg64'].forEach((test, i) => {
-        const [w, l, n] = [ours.rows[i], theirs.rows[i], native[i]];
-        console.log(`| ${name} | ${ours.info.n_threads}/${theirs.threads} | ${build} | ${test} | ${cell(w)} | ${cell(l)} | ${ratio(w, l)} | ${cell(n)} | ${ratio(w, n)} |`);
+        const [w, l, n, j] = [ours.rows[i], theirs.rows[i], native[i], node.rows[i]];
+        console.log(`| ${name} | ${ours.info.n_threads}/${theirs.threads} | ${build} | ${test} | ${cell(w)} | ${cell(l)} | ${ratio(w, l)} | ${cell(n)} | ${ratio(w, n)} | ${cell(j)} | ${ratio(j, w)} |`);
       });
     }
   }

@@ -2,8 +2,9 @@
 # pp128/tg64 in headless Chromium of lamina's chat page (its Bench button:
 # llama-bench's tests, 3 repetitions) and of wllama 2.3.7 (its npm package,
 # installed once into ~/.cache/lamina/wllama; scripts/bench-wllama.html), with
-# lamina native (the release CLI) on the same model, all in one run, for each
-# model given at 1 and 2 threads (THREADS="1 2"). Models outside the
+# lamina native (the release CLI) and the npm package in Node on the same
+# model, all in one run, for each model given at 1 and 2 threads
+# (THREADS="1 2"). Models outside the
 # repository are linked into models/ so the page can fetch them. Not a test:
 # numbers for the closing notes.
 set -euo pipefail

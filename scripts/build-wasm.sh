@@ -14,28 +14,33 @@
 #                              `relaxed-simd` CPU variant); the package loads
 #                              them where the engine runs relaxed SIMD
 #                              correctly (npm/simd.js).
+#   npm/dist-memory64/         single-thread, SIMD128, 64-bit memory up to
+#                              16 GiB (wasm64-unknown-unknown, tier 3: the
+#                              pinned nightly and build-std), for models
+#                              that do not fit in 4 GiB (npm/builds.js).
 # `LAMINA_WASM_BUILDS="single"` (or any of "single threads single-relaxed
-# threads-relaxed") builds just those.
+# threads-relaxed memory64") builds just those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-builds="${LAMINA_WASM_BUILDS:-single threads single-relaxed threads-relaxed}"
+builds="${LAMINA_WASM_BUILDS:-single threads single-relaxed threads-relaxed memory64}"
 
 report() { ls -l "$1" | awk '{print "build-wasm: " $9 " " $5 " bytes"}'; }
 
 # package TARGET_DIR OUT_DIR CARGO_ARGS...: the release library built for
-# wasm32, its JS bindings generated for `import` in browsers and Node, and
-# the module optimised in place (wasm-opt also enables the features the
+# $WASM_TARGET (wasm32-unknown-unknown unless set), its JS bindings
+# generated for `import` in browsers and Node, and the module optimised in
+# place (wasm-opt also enables the features the
 # module's target_features section lists, such as atomics and relaxed-simd,
 # so a SIMD128 build stays free of relaxed instructions).
 package() {
-  local target_dir=$1 out=$2
+  local target_dir=$1 out=$2 target=${WASM_TARGET:-wasm32-unknown-unknown}
   shift 2
   CARGO_TARGET_DIR="$target_dir" cargo build --quiet --lib --release \
-    --target wasm32-unknown-unknown "$@"
+    --target "$target" "$@"
   rm -rf "$out"
   wasm-bindgen --target web --out-dir "$out" --out-name lamina \
-    "$target_dir/wasm32-unknown-unknown/release/lamina.wasm"
+    "$target_dir/$target/release/lamina.wasm"
   wasm-opt -O3 --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals "$out/lamina_bg.wasm" -o "$out/lamina_bg.wasm"
   report "$out/lamina_bg.wasm"
@@ -69,6 +74,10 @@ build() {
     threads) threaded target/wasm-threads npm/dist-threads ;;
     threads-relaxed)
       threaded target/wasm-threads-relaxed npm/dist-threads-relaxed -C target-feature=+relaxed-simd ;;
+    memory64)
+      WASM_TARGET=wasm64-unknown-unknown RUSTUP_TOOLCHAIN="$LAMINA_NIGHTLY" \
+        RUSTFLAGS="-C target-feature=+simd128 -C link-arg=--max-memory=17179869184" \
+        package target/wasm-memory64 npm/dist-memory64 --no-default-features -Z build-std=panic_abort,std ;;
     *) echo "build-wasm: unknown build '$1'" >&2; return 1 ;;
   esac
 }

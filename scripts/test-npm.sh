@@ -16,4 +16,9 @@ cp "$repo/wasm-tests/npm/"*.test.mjs .
 mkdir split
 (cd "$repo" && cargo build --quiet --bin lamina && target/debug/lamina split --split-max-size 40M \
   models/SmolLM2-135M-Instruct.Q4_1.gguf "$work/split/smollm2" 2>/dev/null)
-LAMINA_REPO="$repo" LAMINA_SPLIT_PREFIX="$work/split/smollm2" node --test --test-reporter=spec ./*.test.mjs
+# A model over 4 GiB for the memory64 build, written sparse (4.7 GB long, a
+# few hundred MB on disk) and checked natively first.
+(cd "$repo" && LAMINA_BIG_MODEL="$work/over-4-gib.gguf" cargo test --quiet --test families \
+  write_model_over_4_gib -- --ignored)
+LAMINA_REPO="$repo" LAMINA_SPLIT_PREFIX="$work/split/smollm2" LAMINA_BIG_MODEL="$work/over-4-gib.gguf" \
+  node --test --test-reporter=spec ./*.test.mjs

@@ -16,6 +16,12 @@ cargo build --quiet --bin lamina
 target/debug/lamina split --split-max-size 40M models/SmolLM2-135M-Instruct.Q4_1.gguf \
   target/web-split/smollm2 2>/dev/null
 
+# The model over 4 GiB for the memory64 build, written sparse and checked
+# natively first (native-tests/families.rs).
+mkdir -p target/web-big
+LAMINA_BIG_MODEL="$repo/target/web-big/over-4-gib.gguf" cargo test --quiet --test families \
+  write_model_over_4_gib -- --ignored
+
 source scripts/web-server.sh
 
 LAMINA_REPO="$repo" LAMINA_TOOLS="$LAMINA_TOOLS" \

@@ -5,22 +5,28 @@
 use crate::error::{Error, Result};
 
 /// Bytes that can still be allocated, where the platform says: Linux's
-/// `MemAvailable`; in wasm32, what is left of the 4 GiB address space.
+/// `MemAvailable`; in WebAssembly, what is left of the address space (4 GiB
+/// in wasm32; in the memory64 build 16 GiB, the most V8 gives one memory).
 /// `None` where unknown (then nothing is refused ahead of the allocation).
 pub fn available_bytes() -> Option<u64> {
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     {
-        let used = core::arch::wasm32::memory_size(0) as u64 * 65536;
-        Some((4u64 << 30).saturating_sub(used))
+        let space: u64 = if cfg!(target_arch = "wasm64") {
+            16 << 30
+        } else {
+            4 << 30
+        };
+        let used = crate::wasm_arch::memory_size(0) as u64 * 65536;
+        Some(space.saturating_sub(used))
     }
-    #[cfg(all(not(target_arch = "wasm32"), target_os = "linux"))]
+    #[cfg(all(not(target_family = "wasm"), target_os = "linux"))]
     {
         let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
         let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         kib.checked_mul(1024)
     }
-    #[cfg(all(not(target_arch = "wasm32"), not(target_os = "linux")))]
+    #[cfg(all(not(target_family = "wasm"), not(target_os = "linux")))]
     {
         None
     }

@@ -2,6 +2,8 @@
 //! qemu and in Node, a deterministic random generator, and random GGUF models.
 #![allow(dead_code)]
 
+#[cfg(not(target_arch = "wasm32"))]
+pub mod big_model;
 pub mod synth;
 pub mod teacher;
 

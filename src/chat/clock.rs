@@ -4,7 +4,7 @@
 //! for the directives templates use.
 
 /// Seconds since 1970-01-01T00:00:00Z, now.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 pub fn unix_now() -> i64 {
     match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => d.as_secs() as i64,
@@ -14,7 +14,7 @@ pub fn unix_now() -> i64 {
 
 /// wasm32-unknown-unknown has no system clock (`SystemTime::now` panics
 /// there): ask JavaScript's `Date`.
-#[cfg(target_arch = "wasm32")]
+#[cfg(target_family = "wasm")]
 pub fn unix_now() -> i64 {
     (js_sys::Date::now() / 1000.0).floor() as i64
 }
@@ -153,7 +153,7 @@ pub fn strftime(format: &str, unix_seconds: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]

@@ -839,7 +839,7 @@ fn shift_context(ctx: &mut Context, seq: SeqId, n_keep: i32, pos: &mut usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]

@@ -92,7 +92,7 @@ impl StopMatcher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn run(stops: &[&str], pieces: &[&str]) -> (String, Option<String>) {

@@ -69,7 +69,7 @@ impl Default for ContextParams {
 /// helps a small model); in wasm, the thread pool JavaScript started (1 in
 /// the single-thread build).
 pub fn default_threads() -> usize {
-    if cfg!(target_arch = "wasm32") {
+    if cfg!(target_family = "wasm") {
         crate::parallel::global_pool_threads().max(1)
     } else {
         std::thread::available_parallelism().map_or(1, |n| n.get().min(4))

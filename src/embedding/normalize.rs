@@ -21,7 +21,7 @@ pub fn normalize(v: &[f32], mode: i32) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     #[test]

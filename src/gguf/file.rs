@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 /// Where a file's bytes live. Tensor data is borrowed from here, never copied.
 enum Storage {
     Owned(Vec<u8>),
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(not(target_family = "wasm"))]
     Mapped(memmap2::Mmap),
 }
 
@@ -18,7 +18,7 @@ impl Storage {
     fn bytes(&self) -> &[u8] {
         match self {
             Storage::Owned(v) => v,
-            #[cfg(not(target_arch = "wasm32"))]
+            #[cfg(not(target_family = "wasm"))]
             Storage::Mapped(m) => m,
         }
     }
@@ -84,7 +84,7 @@ impl GgufFile {
     /// Memory-maps and parses the file at `path`. The first part of a split
     /// model (`NAME-00001-of-0000N.gguf`) brings the others, found beside it
     /// by name; any other part is opened alone.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(not(target_family = "wasm"))]
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let first = Self::open_part(path.as_ref())?;
         match super::split::other_part_paths(&first)? {
@@ -107,7 +107,7 @@ impl GgufFile {
     }
 
     /// Memory-maps and parses the one file at `path`.
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(not(target_family = "wasm"))]
     pub fn open_part(path: &Path) -> Result<GgufFile> {
         let file = std::fs::File::open(path)
             .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
@@ -171,7 +171,7 @@ impl GgufFile {
         Self::map(fd, || format!("file descriptor {fd}"))
     }
 
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(not(target_family = "wasm"))]
     fn map<D: memmap2::MmapAsRawDesc>(desc: D, name: impl Fn() -> String) -> Result<GgufFile> {
         // SAFETY: the map is read-only and private to this process. As with every
         // memory-mapped model loader, a file truncated by another process while

@@ -66,7 +66,7 @@ fn split_no(file: &GgufFile) -> Result<Option<usize>> {
 /// The paths of parts 2..N when `first` (opened from its path) is the first
 /// part of a split model; `None` for an unsplit file or a later part (which
 /// is then opened alone, and cannot load as a model).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 pub(super) fn other_part_paths(first: &GgufFile) -> Result<Option<Vec<std::path::PathBuf>>> {
     let count = split_count(first)?;
     if count <= 1 || split_no(first)? != Some(0) {

@@ -18,13 +18,13 @@ enum Pool {
     Inline,
     /// A pool of this context's own (native).
     #[cfg_attr(
-        all(target_arch = "wasm32", target_feature = "atomics"),
+        all(target_family = "wasm", target_feature = "atomics"),
         allow(dead_code)
     )]
     Own(rayon::ThreadPool),
     /// rayon's global pool, started by JavaScript (threaded wasm).
     #[cfg_attr(
-        not(all(target_arch = "wasm32", target_feature = "atomics")),
+        not(all(target_family = "wasm", target_feature = "atomics")),
         allow(dead_code)
     )]
     Global,
@@ -36,11 +36,11 @@ pub struct Workers {
 }
 
 /// Threads of the global pool once JavaScript has started it (0 before).
-#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+#[cfg(all(target_family = "wasm", target_feature = "atomics"))]
 static GLOBAL_POOL_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Records that `initThreadPool` has finished: rayon's global pool runs.
-#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+#[cfg(all(target_family = "wasm", target_feature = "atomics"))]
 pub fn global_pool_started() {
     GLOBAL_POOL_THREADS.store(
         rayon::current_num_threads(),
@@ -50,9 +50,9 @@ pub fn global_pool_started() {
 
 /// Threads of the pool JavaScript started (threaded wasm); 0 elsewhere.
 pub fn global_pool_threads() -> usize {
-    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    #[cfg(all(target_family = "wasm", target_feature = "atomics"))]
     return GLOBAL_POOL_THREADS.load(std::sync::atomic::Ordering::SeqCst);
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    #[cfg(not(all(target_family = "wasm", target_feature = "atomics")))]
     0
 }
 
@@ -136,7 +136,7 @@ impl Workers {
         Self::with_threads(n_threads)
     }
 
-    #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+    #[cfg(all(target_family = "wasm", target_feature = "atomics"))]
     fn with_threads(n_threads: usize) -> Result<Workers> {
         let started = global_pool_threads();
         if started == 0 {
@@ -151,7 +151,7 @@ impl Workers {
         })
     }
 
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+    #[cfg(not(all(target_family = "wasm", target_feature = "atomics")))]
     fn with_threads(n_threads: usize) -> Result<Workers> {
         // More threads than cores only make them wait for each other; far
         // more (a typo, a wrapped negative number) would start thousands of
@@ -380,7 +380,7 @@ impl Workers {
     }
 }
 
-#[cfg(all(test, not(target_arch = "wasm32")))]
+#[cfg(all(test, not(target_family = "wasm")))]
 mod tests {
     use super::*;
 

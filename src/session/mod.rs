@@ -77,7 +77,7 @@ pub fn load_bytes(ctx: &mut Context, bytes: &[u8]) -> Result<LoadedSession> {
 
 /// Writes the session to `path` atomically (never over the model file) and
 /// returns the tokens saved.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 pub fn save_file(
     ctx: &Context,
     path: &std::path::Path,
@@ -94,7 +94,7 @@ pub fn save_file(
 }
 
 /// Loads the session file at `path` into `ctx`; an error changes nothing.
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 pub fn load_file(ctx: &mut Context, path: &std::path::Path) -> Result<LoadedSession> {
     let bytes = std::fs::read(path)
         .map_err(|e| Error::io(format!("cannot read the session {}", path.display()), e))?;

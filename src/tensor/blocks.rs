@@ -91,7 +91,7 @@ fn check_view<B: Block>(ptr: *const u8, len: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn check<B: Block>() {

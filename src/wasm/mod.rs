@@ -59,12 +59,14 @@ pub fn test_out_of_memory() -> usize {
     held.len()
 }
 
-/// Which build this is: `"threaded"` (SIMD128 with a Web Worker thread pool)
-/// or `"single-thread"`.
+/// Which build this is: `"threaded"` (SIMD128 with a Web Worker thread pool),
+/// `"memory64"` (single-thread, 64-bit memory) or `"single-thread"`.
 #[wasm_bindgen(js_name = buildKind)]
 pub fn build_kind() -> String {
     if cfg!(feature = "threads") {
         "threaded"
+    } else if cfg!(target_arch = "wasm64") {
+        "memory64"
     } else {
         "single-thread"
     }

@@ -2,8 +2,9 @@
 // server started here: ranged downloads several at a time (or one after
 // another), a connection dropped mid-range and resumed from its byte, a
 // server without ranges, a compressed transfer sized by its decoded bytes, a
-// split model by its first part's URL, an abort during the download, and
-// progress by the byte and by the weights bound.
+// split model by its first part's URL, an abort during the download and one
+// while the weights are bound, and progress by the byte and by the weights
+// bound.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
@@ -27,7 +28,7 @@ let slow = false;
 const server = createServer((req, res) => {
   const range = req.headers.range ?? null;
   const [path, query = ''] = req.url.split('?');
-  seen.requests.push({ path, query, range });
+  seen.requests.push({ method: req.method, path, query, range });
   seen.open += 1;
   seen.mostOpen = Math.max(seen.mostOpen, seen.open);
   res.on('close', () => {
@@ -114,7 +115,9 @@ test('ranged downloads run `parallel` at a time and give the model', async () =>
   reset();
   const fractions = [];
   assert.deepEqual(await generated(`${base}/model.gguf`, { parallel: 4, onProgress: (f) => fractions.push(f) }), expected);
-  const ranges = seen.requests.filter((r) => r.path === '/model.gguf').map((r) => r.range);
+  // One HEAD first (the model's size picks the build), then the ranges.
+  assert.deepEqual(seen.requests[0], { method: 'HEAD', path: '/model.gguf', query: '', range: null });
+  const ranges = seen.requests.filter((r) => r.method === 'GET' && r.path === '/model.gguf').map((r) => r.range);
   assert.equal(ranges.length, Math.ceil(model.length / (16 << 20)), `${ranges}`);
   assert.equal(ranges[0], `bytes=0-${(16 << 20) - 1}`);
   assert.ok(seen.mostOpen >= 2 && seen.mostOpen <= 4, `at most ${seen.mostOpen} requests at once`);
@@ -190,4 +193,25 @@ test('an abort during the download stops it and rejects', async () => {
   } finally {
     slow = false;
   }
+});
+
+test('an abort while the weights are bound stops the load and rejects', async () => {
+  // Past half the progress the file is read and the engine binds the
+  // weights, layer by layer; an abort there ends the model's worker.
+  const controller = new AbortController();
+  const fractions = [];
+  const loading = loadModel(`${repo}/models/SmolLM2-135M-Instruct.Q4_1.gguf`, { n_ctx: 64 }, {
+    signal: controller.signal,
+    onProgress: (f) => {
+      fractions.push(f);
+      if (f > 0.6) controller.abort(new Error('stopped while binding'));
+    },
+  });
+  await assert.rejects(loading, /stopped while binding/);
+  const heard = fractions.length;
+  assert.ok(fractions.at(-1) > 0.6 && fractions.at(-1) < 1, `progress reached ${fractions.at(-1)}`);
+  // The worker is gone: nothing more is heard from it, and a new load works.
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(fractions.length, heard);
+  assert.deepEqual(await generated(`${repo}/models/SmolLM2-135M-Instruct.Q4_1.gguf`), await whole());
 });

@@ -4,8 +4,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, mkdtempSync, mkdirSync, symlinkSync, writeFileSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { spawnSync } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 import { modelInfo, buildInfo } from 'lamina';
 
 const repo = process.env.LAMINA_REPO;
@@ -19,9 +21,14 @@ function requireModel(path) {
 }
 
 test('reports which build runs', async () => {
+  // By default as many threads as the machine has, up to 4; in Node more
+  // than one is the threaded build.
+  const threads = Math.min(availableParallelism(), 4);
+  const build = threads > 1
+    ? { build: 'threaded', threads, reason: 'Node (a worker_threads pool)' }
+    : { build: 'single-thread', threads: 1, reason: 'one thread was asked for' };
   assert.deepEqual(await buildInfo(), {
-    build: 'single-thread', simd: 'simd128', simd_reason: 'this engine has no relaxed SIMD',
-    threads: 1, reason: 'Node runs the single-thread build',
+    ...build, simd: 'simd128', simd_reason: 'this engine has no relaxed SIMD',
   });
 });
 
@@ -76,4 +83,32 @@ test('a loaded model does not keep Node running, and its worker answers while a 
   assert.equal(run.signal, null, `the script was killed after 120 s: ${run.stderr}`);
   assert.equal(run.status, 0, run.stderr);
   assert.deepEqual(JSON.parse(run.stdout), { tokens: [19556] });
+});
+
+/** The first code block of `lang` under the README heading `heading`. */
+function readmeBlock(readme, heading, lang) {
+  const section = readme.slice(readme.indexOf(`## ${heading}\n`));
+  const start = section.indexOf('```' + lang + '\n') + lang.length + 4;
+  return section.slice(start, section.indexOf('\n```', start));
+}
+
+test("the README's Node quick start runs as pasted", () => {
+  // The installed package's README, saved as the quick start says, run beside
+  // the model in a directory with the package installed (this one).
+  const readme = readFileSync('node_modules/lamina/README.md', 'utf8');
+  const dir = mkdtempSync('quickstart-');
+  try {
+    mkdirSync(`${dir}/node_modules`);
+    symlinkSync(resolve('node_modules/lamina'), `${dir}/node_modules/lamina`);
+    symlinkSync(requireModel(smollm2), `${dir}/SmolLM2-135M-Instruct.Q4_1.gguf`);
+    writeFileSync(`${dir}/generate.mjs`, readmeBlock(readme, 'Quick start: Node', 'js'));
+    const run = spawnSync(process.execPath, ['generate.mjs'], { cwd: dir, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(run.status, 0, run.stderr);
+    const threads = Math.min(availableParallelism(), 4);
+    assert.equal(run.stderr.trim(), `${threads > 1 ? 'threaded' : 'single-thread'} build, ${threads} threads`);
+    assert.match(run.stdout, /Paris/);
+    assert.match(run.stdout, /\n\d+\.\d tokens\/s\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -17,12 +17,14 @@
 // another panics one of two models and checks the other keeps working; one
 // saves a session to the origin private file system and loads it in another
 // model (same ids, the prompt reused); one loads SmolLM2 split in three files
-// by its first URL into the model cache (OPFS), then again with the URLs failing.
+// by its first URL into the model cache (OPFS), then again with the URLs failing;
+// one serves the npm README's browser quick start as the page; the last
+// loads a model over 4 GiB in the memory64 build.
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { readFile, mkdir } from 'node:fs/promises';
+import { readFile, mkdir, rm, writeFile, symlink } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { dirname } from 'node:path';
 
@@ -38,12 +40,12 @@ const golden = JSON.parse(
   await readFile(`${repo}/native-tests/golden/smollm2/generate/q4_1_france.json`, 'utf8'),
 );
 
-/** The same prompt through the npm package's engine in Node (single-thread). */
+/** The same prompt through the npm package's engine in Node (single-thread build). */
 async function nodeIds() {
   const path = `${repo}/models/${MODEL}`;
   if (!existsSync(path)) throw new Error(`model missing at ${path}: run scripts/fetch-models.sh`);
   const { loadModel } = await import(`${repo}/npm/index.js`);
-  const ctx = await loadModel(new Uint8Array(await readFile(path)), { n_ctx: 2048 });
+  const ctx = await loadModel(new Uint8Array(await readFile(path)), { n_ctx: 2048, n_threads: 1 });
   const r = await ctx.completion({ prompt: golden.prompt, n_predict: N_TOKENS, temperature: 0 });
   await ctx.release();
   return r.generated_ids;
@@ -323,6 +325,72 @@ test('a split model by its first URL, cached in the origin private file system, 
       .evaluate(async (first) => (await import('/npm/index.js')).loadModel(first).then(() => 'loaded', (e) => e.message), first);
     assert.match(failed, /fetch/i);
     await page.evaluate(async () => (await import('/npm/index.js')).cache.clear());
+  } finally {
+    await browser.close();
+  }
+});
+
+test("the README's browser quick start runs as pasted", async () => {
+  // The page is the README's code block, served with the package installed
+  // beside it (node_modules/lamina) and the model; it must stream the text
+  // Node's engine gives for the same chat.
+  const readme = await readFile(`${repo}/npm/README.md`, 'utf8');
+  const section = readme.slice(readme.indexOf('## Quick start: browser\n'));
+  const start = section.indexOf('```html\n') + '```html\n'.length;
+  const dir = `${repo}/target/web-quickstart`;
+  await rm(dir, { recursive: true, force: true });
+  await mkdir(`${dir}/node_modules`, { recursive: true });
+  await writeFile(`${dir}/index.html`, section.slice(start, section.indexOf('\n```', start)));
+  await symlink(`${repo}/npm`, `${dir}/node_modules/lamina`);
+  await symlink(`${repo}/models/${MODEL}`, `${dir}/${MODEL}`);
+
+  const { loadModel } = await import(`${repo}/npm/index.js`);
+  const ctx = await loadModel(`${repo}/models/${MODEL}`, { n_ctx: 2048, n_threads: 1 });
+  const messages = [{ role: 'user', content: 'What is the capital of France?' }];
+  const expected = (await ctx.completion({ messages, n_predict: 32, temperature: 0 })).text;
+  await ctx.release();
+
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(e.message));
+    await page.goto(new URL('/target/web-quickstart/', pageUrl).href);
+    await page.waitForFunction((text) => document.getElementById('out').textContent === text, expected, {
+      timeout: 120_000,
+    });
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('a model over 4 GiB loads by URL in the memory64 build and reads its last bytes', async () => {
+  // scripts/test-web.sh writes it (native-tests/common/big_model.rs): every
+  // greedy token is 49151 when bytes past 4.6 GB are read where they are.
+  const path = `${repo}/target/web-big/over-4-gib.gguf`;
+  if (!existsSync(path)) throw new Error(`the model over 4 GiB is missing at ${path}: scripts/test-web.sh writes it`);
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    const run = (url, params, prompt, n_predict) =>
+      page.evaluate(async ({ url, params, prompt, n_predict }) => {
+        const { loadModel } = await import('/npm/index.js');
+        const ctx = await loadModel(url, params);
+        const r = await ctx.completion({ prompt, n_predict, temperature: 0 });
+        await ctx.release();
+        return { build: ctx.build, ids: r.generated_ids };
+      }, { url, params, prompt, n_predict });
+    const got = await run('/target/web-big/over-4-gib.gguf', { n_ctx: 64 }, 'Hello', 2);
+    assert.equal(got.build.build, 'memory64', got.build.reason);
+    assert.match(got.build.reason, /^the model is 4\.\d GiB: 64-bit memory/);
+    assert.ok(got.build.model_size > 4 * 2 ** 30);
+    assert.deepEqual(got.ids, [49151, 49151]);
+    // SmolLM2 in the same build, asked for: the ids of Node's wasm32 build.
+    const small = await run(`/models/${MODEL}`, { n_ctx: 2048, memory64: true }, golden.prompt, N_TOKENS);
+    assert.equal(small.build.build, 'memory64');
+    assert.deepEqual(small.ids, await nodeIds());
   } finally {
     await browser.close();
   }

@@ -125,9 +125,9 @@ impl CpuFeatures {
         // wasm has no run-time detection: an engine that instantiated the
         // module validated every instruction in it, so the module's own
         // target features are present (the JS loader picks the module).
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        #[cfg(all(target_family = "wasm", target_feature = "simd128"))]
         present.push(Feature::Simd128);
-        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        #[cfg(all(target_family = "wasm", target_feature = "relaxed-simd"))]
         present.push(Feature::RelaxedSimd);
         CpuFeatures { present, sve_bytes }
     }

@@ -89,7 +89,7 @@ pub(crate) use by_take;
 /// activation rows four at a time, each `xs` and `ss` row sliced to the
 /// group's length.
 // The wasm variants take no activation sums.
-#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+#[cfg_attr(target_family = "wasm", allow(dead_code))]
 #[inline(always)]
 pub fn gemm_sums_in_tiles<G>(
     group: &[G],

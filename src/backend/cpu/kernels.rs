@@ -231,7 +231,7 @@ impl Kernels {
             wsum_f16_heads: None,
             axpy_f32: rows::axpy_f32,
             delta_net_column: rows::delta_net_column,
-            f16_in_software: cfg!(target_arch = "wasm32"),
+            f16_in_software: cfg!(target_family = "wasm"),
         }
     }
 
@@ -257,9 +257,9 @@ impl Kernels {
             CpuVariant::NeonI8mm => super::neon::i8mm_kernels(scalar),
             #[cfg(target_arch = "aarch64")]
             CpuVariant::Sve => super::sve::kernels(super::neon::best_neon(scalar), features),
-            #[cfg(target_arch = "wasm32")]
+            #[cfg(target_family = "wasm")]
             CpuVariant::Simd128 => super::simd128::kernels(scalar),
-            #[cfg(target_arch = "wasm32")]
+            #[cfg(target_family = "wasm")]
             CpuVariant::RelaxedSimd => super::relaxed_simd::kernels(scalar),
             // Not compiled for this architecture: never supported, never here.
             #[allow(unreachable_patterns)]

@@ -9,7 +9,7 @@ pub mod features;
 #[cfg(any(
     target_arch = "x86_64",
     target_arch = "aarch64",
-    target_arch = "wasm32"
+    target_family = "wasm"
 ))]
 mod group_tiles;
 pub mod interleaved;
@@ -40,9 +40,9 @@ mod neon;
 mod neon_groups;
 #[cfg(target_arch = "aarch64")]
 mod neon_q4_0;
-#[cfg(target_arch = "wasm32")]
+#[cfg(target_family = "wasm")]
 mod relaxed_simd;
-#[cfg(target_arch = "wasm32")]
+#[cfg(target_family = "wasm")]
 mod simd128;
 #[cfg(target_arch = "aarch64")]
 mod sve;

@@ -1,4 +1,4 @@
-//! wasm32 relaxed-SIMD kernels: the SIMD128 table with the quantized types'
+//! WebAssembly relaxed-SIMD kernels: the SIMD128 table with the quantized types'
 //! integer dot products on `i32x4.relaxed_dot_i8x16_i7x16_add_s`, one
 //! instruction for sixteen byte products summed four at a time (SIMD128
 //! widens to i16 first: seven). Its second operand must lie in 0..=127; there
@@ -19,7 +19,7 @@
 
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 mod imp {
-    use std::arch::wasm32::*;
+    use crate::wasm_arch::*;
 
     use crate::backend::cpu::group_tiles::{by_take, gemm_in_tiles};
     use crate::backend::cpu::kernels::Kernels;

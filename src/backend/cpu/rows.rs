@@ -495,7 +495,7 @@ pub fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     fn params(kind: RopeKind) -> Rope {

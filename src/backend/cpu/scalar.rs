@@ -57,7 +57,7 @@ pub(crate) fn check_axpy<X>(v: &[X], out: &[f32]) {
 /// Panics unless each of the four activation rows has the weight row's length.
 // Used by the SIMD variants only (none in a wasm build without simd128).
 #[cfg_attr(
-    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    all(target_family = "wasm", not(target_feature = "simd128")),
     allow(dead_code)
 )]
 #[inline(always)]
@@ -198,7 +198,7 @@ pub(crate) fn q8_1_from_q8_0(
 /// even for a block of 256. Checks the lengths (`check_quantize`) once.
 // Used by the SIMD variants only (none in a wasm build without simd128).
 #[cfg_attr(
-    all(target_arch = "wasm32", not(target_feature = "simd128")),
+    all(target_family = "wasm", not(target_feature = "simd128")),
     allow(dead_code)
 )]
 #[inline(always)]

@@ -1,13 +1,14 @@
-//! wasm32 SIMD128 kernels. Same names and signatures as `scalar.rs`. Each
-//! block's integer dot product is exact and is combined in the scalar kernel's
-//! order, so results equal the scalar kernels' bit for bit.
+//! WebAssembly SIMD128 kernels (wasm32 and the memory64 build). Same names
+//! and signatures as `scalar.rs`. Each block's integer dot product is exact
+//! and is combined in the scalar kernel's order, so results equal the
+//! scalar kernels' bit for bit.
 //!
 //! wasm has no run-time feature detection: this module is compiled (and the
 //! variant offered) only when the module itself is built with simd128.
 
 #[cfg(target_feature = "simd128")]
 mod imp {
-    use std::arch::wasm32::*;
+    use crate::wasm_arch::*;
 
     use crate::backend::cpu::group_tiles::{by_take, gemm_in_tiles};
     use crate::backend::cpu::iq4_dot;

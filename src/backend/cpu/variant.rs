@@ -84,11 +84,11 @@ impl CpuVariant {
             CpuVariant::Neon | CpuVariant::NeonDotprod | CpuVariant::NeonI8mm | CpuVariant::Sve => {
                 cfg!(target_arch = "aarch64")
             }
-            CpuVariant::Simd128 => cfg!(target_arch = "wasm32"),
+            CpuVariant::Simd128 => cfg!(target_family = "wasm"),
             // Its instructions fail validation in engines without them, so
             // only a module built for them contains them.
             CpuVariant::RelaxedSimd => {
-                cfg!(all(target_arch = "wasm32", target_feature = "relaxed-simd"))
+                cfg!(all(target_family = "wasm", target_feature = "relaxed-simd"))
             }
         }
     }

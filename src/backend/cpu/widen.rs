@@ -9,7 +9,7 @@ use half::f16;
 /// `h` as f32, bit for bit as `half::f16::to_f32` gives it.
 #[inline(always)]
 pub fn f16_to_f32(h: f16) -> f32 {
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     {
         // The exponent and mantissa moved into an f32's place read as a
         // value 2^112 too small for every finite f16 (normal or subnormal:
@@ -30,7 +30,7 @@ pub fn f16_to_f32(h: f16) -> f32 {
             },
         )
     }
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(not(target_family = "wasm"))]
     {
         h.to_f32()
     }

@@ -1,13 +1,13 @@
 //! The `lamina` command line, over the library's public API.
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 mod embed;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 mod generate;
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 mod split;
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 mod cli {
     use super::{embed, generate, split};
     use std::io::{IsTerminal, Write};
@@ -438,11 +438,11 @@ mod cli {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(not(target_family = "wasm"))]
 fn main() -> std::process::ExitCode {
     cli::main()
 }
 
 // The CLI is native only; wasm32 builds of the package still compile this target.
-#[cfg(target_arch = "wasm32")]
+#[cfg(target_family = "wasm")]
 fn main() {}

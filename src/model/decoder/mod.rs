@@ -828,7 +828,7 @@ fn residual(
 #[cfg(test)]
 mod tests {
     use super::LongRope;
-    #[cfg(target_arch = "wasm32")]
+    #[cfg(target_family = "wasm")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     /// The reference's choice: the context size rounded up to 256 against
