@@ -1,7 +1,8 @@
 // The model cache: models downloaded by URL kept for the next load, and for
 // loading offline. In Node a directory (LAMINA_CACHE_DIR, else
 // $XDG_CACHE_HOME/lamina/models, else ~/.cache/lamina/models); in browsers
-// the origin private file system (OPFS). Each entry is the file's bytes and
+// the origin private file system (OPFS), or Cache Storage where there is no
+// OPFS. Each entry is the file's bytes and
 // a record `{ url, size, etag, sha256, stored }`, keyed by the URL. A cached
 // entry is checked against the server (a HEAD request: the ETag and size)
 // when the server answers, and used as it is when it does not (offline). A
@@ -102,9 +103,6 @@ async function nodeStore() {
 // --- Browsers: the origin private file system ----------------------------
 
 async function opfsStore() {
-  if (typeof navigator === 'undefined' || !navigator.storage?.getDirectory) {
-    throw new Error('no model cache here: this browser has no origin private file system (OPFS)');
-  }
   const root = await navigator.storage.getDirectory();
   const dir = await root.getDirectoryHandle('lamina-models', { create: true });
   const fileOf = async (name, create = false) => dir.getFileHandle(name, { create });
@@ -161,9 +159,71 @@ async function opfsStore() {
   };
 }
 
+// --- Browsers without OPFS: Cache Storage ---------------------------------
+
+async function cacheStorageStore() {
+  if (typeof caches === 'undefined') {
+    throw new Error('no model cache here: this browser has neither the origin private file system (OPFS) nor Cache Storage');
+  }
+  const box = await caches.open('lamina-models');
+  // Keys of our own on this origin (never fetched): the entry's file and
+  // its record.
+  const keyOf = (name) => new URL(`/lamina-models/${name}`, globalThis.location.href).href;
+  const readRecord = async (key) => (await box.match(key))?.json() ?? null;
+  return {
+    where: 'Cache Storage (lamina-models)',
+    async records() {
+      const keys = (await box.keys()).filter((k) => k.url.endsWith('.json'));
+      const out = [];
+      for (const k of keys) {
+        const record = await readRecord(k.url).catch(() => null);
+        if (record) out.push(record);
+      }
+      return out.sort((a, b) => a.url.localeCompare(b.url));
+    },
+    async get(url) {
+      const name = await entryName(url);
+      const record = await readRecord(keyOf(`${name}.json`)).catch(() => null);
+      // put() stores a file whole or not at all: present means complete.
+      const file = await box.match(keyOf(`${name}.gguf`));
+      return record?.url === url && file ? record : null;
+    },
+    async read(url) {
+      const response = await box.match(keyOf(`${await entryName(url)}.gguf`));
+      if (!response) throw new Error(`${url} left the model cache while it was being read`);
+      return blobChunks(await response.blob());
+    },
+    async writer(url) {
+      const name = await entryName(url);
+      // The body streams into put(), which stores it once it ends; an
+      // aborted stream stores nothing.
+      const { readable, writable } = new TransformStream();
+      const putting = box.put(keyOf(`${name}.gguf`), new Response(readable));
+      putting.catch(() => {}); // awaited by commit; after abandon, nothing to hear
+      const writer = writable.getWriter();
+      return {
+        write: (chunk) => writer.write(chunk),
+        async commit(record) {
+          await writer.close();
+          await putting;
+          await box.put(keyOf(`${name}.json`), new Response(JSON.stringify(record)));
+        },
+        async abandon() {
+          await writer.abort(new Error('the download did not complete')).catch(() => {});
+        },
+      };
+    },
+    async remove(url) {
+      const name = await entryName(url);
+      for (const n of [`${name}.json`, `${name}.gguf`]) await box.delete(keyOf(n));
+    },
+  };
+}
+
 let storePromise = null;
 function store() {
-  storePromise ??= isNode ? nodeStore() : opfsStore();
+  const hasOpfs = typeof navigator !== 'undefined' && navigator.storage?.getDirectory;
+  storePromise ??= isNode ? nodeStore() : hasOpfs ? opfsStore() : cacheStorageStore();
   return storePromise;
 }
 
@@ -220,7 +280,10 @@ export async function cachedOpen(url, { signal, sha256: expected }, download) {
       }
       const digest = hash?.hex() ?? null;
       checkDigest(key, expected, digest);
-      await writer.commit({ url: key, size, etag: part.etag ?? null, sha256: digest, stored: new Date().toISOString() });
+      const record = { url: key, size, etag: part.etag ?? null, sha256: digest, stored: new Date().toISOString() };
+      await writer.commit(record).catch((e) => {
+        throw quotaError(e, part.size);
+      });
       done = true;
     } finally {
       if (!done) await writer.abandon();

@@ -76,7 +76,7 @@ export interface CacheEntry {
 
 /**
  * The model cache: a directory in Node (LAMINA_CACHE_DIR, else $XDG_CACHE_HOME/lamina/models,
- * else ~/.cache/lamina/models), the origin private file system in browsers.
+ * else ~/.cache/lamina/models), the origin private file system in browsers (Cache Storage where there is none).
  */
 export declare const cache: {
   where(): Promise<string>;

@@ -18,8 +18,9 @@
 // saves a session to the origin private file system and loads it in another
 // model (same ids, the prompt reused); one loads SmolLM2 split in three files
 // by its first URL into the model cache (OPFS), then again with the URLs failing;
-// one serves the npm README's browser quick start as the page; the last
-// loads a model over 4 GiB in the memory64 build.
+// one serves the npm README's browser quick start as the page; one loads a
+// model over 4 GiB in the memory64 build; the last caches a model in Cache
+// Storage, as in a browser without OPFS, and loads it again offline.
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -391,6 +392,51 @@ test('a model over 4 GiB loads by URL in the memory64 build and reads its last b
     const small = await run(`/models/${MODEL}`, { n_ctx: 2048, memory64: true }, golden.prompt, N_TOKENS);
     assert.equal(small.build.build, 'memory64');
     assert.deepEqual(small.ids, await nodeIds());
+  } finally {
+    await browser.close();
+  }
+});
+
+test('without OPFS the model cache is Cache Storage, and loads offline from it', async () => {
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    // The engine in the page's own thread, the origin private file system
+    // hidden from it, as in a browser that has none.
+    const load = (options) =>
+      page.evaluate(async ({ url, options }) => {
+        delete StorageManager.prototype.getDirectory;
+        const engine = await import('/npm/engine.js');
+        const { cache } = await import('/npm/cache.js');
+        const ctx = await engine.loadModel(url, { n_ctx: 128, n_threads: 1 }, options);
+        const r = await ctx.completion({ prompt: 'The capital of France is', n_predict: 6, temperature: 0 });
+        await ctx.release();
+        const entries = (await cache.list()).map((e) => [new URL(e.url, location.href).pathname, e.size]);
+        return { ids: r.generated_ids, entries, where: await cache.where() };
+      }, { url: `/models/${MODEL}`, options });
+    const requested = [];
+    page.on('request', (r) => requested.push(`${r.method()} ${new URL(r.url()).pathname}`));
+    const plain = await load({});
+    const online = await load({ cache: true });
+    assert.equal(online.where, 'Cache Storage (lamina-models)');
+    assert.deepEqual(online.entries, [[`/models/${MODEL}`, (await readFile(`${repo}/models/${MODEL}`)).length]]);
+    assert.deepEqual(online.ids, plain.ids);
+    // The model's URL now fails: the cached copy loads.
+    requested.length = 0;
+    await page.route(`**/models/${MODEL}`, (route) => route.abort());
+    const offline = await load({ cache: true });
+    assert.deepEqual(offline.ids, plain.ids);
+    assert.ok(!requested.includes(`GET /models/${MODEL}`), requested.join('\n'));
+    // The file and its record are the two keys of lamina's cache; clear() empties it.
+    const keys = await page.evaluate(async () => {
+      const { cache } = await import('/npm/cache.js');
+      const count = async () => (await (await caches.open('lamina-models')).keys()).length;
+      const before = await count();
+      await cache.clear();
+      return [before, (await cache.list()).length, await count()];
+    });
+    assert.deepEqual(keys, [2, 0, 0]);
   } finally {
     await browser.close();
   }
