@@ -19,8 +19,10 @@
 // model (same ids, the prompt reused); one loads SmolLM2 split in three files
 // by its first URL into the model cache (OPFS), then again with the URLs failing;
 // one serves the npm README's browser quick start as the page; one loads a
-// model over 4 GiB in the memory64 build; the last caches a model in Cache
-// Storage, as in a browser without OPFS, and loads it again offline.
+// model over 4 GiB in the memory64 build; one caches a model in Cache
+// Storage, as in a browser without OPFS, and loads it again offline; the
+// last downloads through dropped connections (resumed) and aborts a download
+// and a weight binding.
 // Env: LAMINA_REPO, LAMINA_TOOLS, LAMINA_WEB_URL, LAMINA_SCREENSHOT.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -437,6 +439,61 @@ test('without OPFS the model cache is Cache Storage, and loads offline from it',
       return [before, (await cache.list()).length, await count()];
     });
     assert.deepEqual(keys, [2, 0, 0]);
+  } finally {
+    await browser.close();
+  }
+});
+
+test('in the page a dropped connection resumes, and an abort stops a download or the weight binding', async () => {
+  const browser = await launch();
+  try {
+    const page = await browser.newPage();
+    await page.goto(pageUrl);
+    // The Range of every request for the flaky copy (web/server.py cuts the
+    // first request of each range after the first, halfway through).
+    const ranges = [];
+    page.on('request', (r) => {
+      if (r.url().includes('/flaky/') && r.method() === 'GET') ranges.push(r.headers().range);
+    });
+    const run = (url, abortAt = null) =>
+      page.evaluate(async ({ url, abortAt }) => {
+        const { loadModel } = await import('/npm/index.js');
+        const controller = new AbortController();
+        const fractions = [];
+        const onProgress = (f) => {
+          fractions.push(f);
+          if (abortAt !== null && f > abortAt) controller.abort(new Error('stopped by the test'));
+        };
+        try {
+          const ctx = await loadModel(url, { n_ctx: 128, n_threads: 2 }, { parallel: 2, signal: controller.signal, onProgress });
+          const r = await ctx.completion({ prompt: 'The capital of France is', n_predict: 6, temperature: 0 });
+          await ctx.release();
+          return { ids: r.generated_ids, last: fractions.at(-1) };
+        } catch (e) {
+          return { error: e.message, last: fractions.at(-1) };
+        }
+      }, { url, abortAt });
+    const whole = await run(`/models/${MODEL}`);
+    assert.equal(whole.error, undefined, whole.error);
+
+    // A query of its own: the server cuts each URL's ranges once.
+    const resumed = await run(`/flaky/models/${MODEL}?run=${Date.now()}`);
+    assert.deepEqual(resumed.ids, whole.ids, resumed.error);
+    const starts = ranges.map((r) => Number(/^bytes=(\d+)-/.exec(r)[1]));
+    const rangeStarts = starts.filter((s) => s % (16 << 20) === 0);
+    const resumes = starts.filter((s) => s % (16 << 20) !== 0);
+    assert.equal(rangeStarts.length, Math.ceil((await readFile(`${repo}/models/${MODEL}`)).length / (16 << 20)));
+    // Every range but the first was cut once, and asked again from the byte it reached.
+    assert.equal(resumes.length, rangeStarts.length - 1, ranges.join(' '));
+
+    const downloadAborted = await run(`/slow/models/${MODEL}`, 0.02);
+    assert.equal(downloadAborted.error, 'stopped by the test');
+    assert.ok(downloadAborted.last < 0.5, `progress reached ${downloadAborted.last}`);
+    const bindingAborted = await run(`/models/${MODEL}`, 0.6);
+    assert.equal(bindingAborted.error, 'stopped by the test');
+    assert.ok(bindingAborted.last > 0.6 && bindingAborted.last < 1, `progress reached ${bindingAborted.last}`);
+    // Nothing is left behind that stops the next load.
+    assert.deepEqual((await run(`/models/${MODEL}`)).ids, whole.ids);
   } finally {
     await browser.close();
   }
