@@ -2,12 +2,12 @@
 // loading offline. In Node a directory (LAMINA_CACHE_DIR, else
 // $XDG_CACHE_HOME/lamina/models, else ~/.cache/lamina/models); in browsers
 // the origin private file system (OPFS), or Cache Storage where there is no
-// OPFS. Each entry is the file's bytes and
-// a record `{ url, size, etag, sha256, stored }`, keyed by the URL. A cached
-// entry is checked against the server (a HEAD request: the ETag and size)
-// when the server answers, and used as it is when it does not (offline). A
-// file is stored only once all of it has arrived (and matched its sha256
-// when one is given): written to a temporary, then put in place.
+// OPFS. Each entry is the file's bytes and a record `{ url, size, etag,
+// sha256, stored }`, keyed by the URL. A cached entry is checked against the
+// server (a HEAD request: the ETag and size) when the server answers, and
+// used as it is when it does not (offline). A file is stored only once all
+// of it has arrived (and matched its sha256 when one is given): written to a
+// temporary, then put in place.
 
 import { sha256 } from './sha256.js';
 import { blobChunks, nodeFileChunks } from './chunks.js';
