@@ -263,6 +263,24 @@ fn gemma4_per_layer_inputs_shared_caches_q4_k() {
     check("gemma4", None, 1);
 }
 
+/// Gemma 4 with KV heads per layer (2 in sliding layers, 1 in global
+/// ones, as the 31B's file gives them).
+#[test]
+fn gemma4_kv_heads_per_layer_q4_k() {
+    check("gemma4-kv", None, 1);
+    let info = hyperparameters("gemma4-kv");
+    assert_eq!(
+        info_value(&info, "attention"),
+        Some("4 heads, KV heads per layer [2, 2, 2, 1, 2, 1], of 128"),
+        "{info:?}"
+    );
+    let kinds = layer_kinds(&info);
+    assert!(
+        kinds[1].contains("full attention; 4 heads, 1 KV heads of 128: layers [3]"),
+        "{kinds:?}"
+    );
+}
+
 /// Gemma 4's sequences in shared batches: the sharing layers read each
 /// sequence's cells of the layers they share.
 #[test]

@@ -80,7 +80,14 @@ fn assert_refused(f: GgufFile, want: &str, what: &str) {
 fn hostile_llama_hyperparameters_are_refused() {
     let src = source("SmolLM2-135M-Instruct.Q4_1.gguf");
     let f32v = Value::F32;
-    let cases: [(&str, Value, &str); 13] = [
+    // KV heads per layer: one that does not divide the 9 query heads, and
+    // one that does but disagrees with the layer's tensors.
+    let per_layer = |last: u32| {
+        let mut counts = vec![3u32; 30];
+        counts[29] = last;
+        Value::Array(Array::U32(counts))
+    };
+    let cases: [(&str, Value, &str); 15] = [
         ("llama.block_count", Value::U32(u32::MAX), "out of range"),
         (
             "llama.block_count",
@@ -105,6 +112,16 @@ fn hostile_llama_hyperparameters_are_refused() {
         ("llama.context_length", Value::U32(0), "context_length"),
         ("llama.attention.head_count", Value::U32(7), "heads"),
         ("llama.attention.head_count_kv", Value::U32(0), "KV heads"),
+        (
+            "llama.attention.head_count_kv",
+            per_layer(2),
+            "each attending layer's KV head count must divide the 9 heads",
+        ),
+        (
+            "llama.attention.head_count_kv",
+            per_layer(1),
+            "blk.29.attn_k",
+        ),
         ("llama.embedding_length", Value::U32(512), "512"),
     ];
     for (key, value, want) in cases {

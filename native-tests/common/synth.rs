@@ -73,7 +73,8 @@ pub struct Synth {
 /// ("proportional" `rope_freqs`) and without `attn_v` (keys serve as
 /// values); the last `shared_kv` layers sharing earlier layers' caches, with
 /// feed-forwards of `wide_ff`; per-layer inputs of `per_layer` values; a
-/// `layer_output_scale` per layer.
+/// `layer_output_scale` per layer; with `global_kv`, global layers of that
+/// many KV heads (`head_count_kv` per layer, as the 31B's file has it).
 #[derive(Clone, Copy)]
 pub struct Gemma4 {
     pub sliding: &'static [bool],
@@ -81,6 +82,7 @@ pub struct Gemma4 {
     pub shared_kv: u32,
     pub wide_ff: u32,
     pub per_layer: u32,
+    pub global_kv: Option<u32>,
 }
 
 impl Gemma4 {
@@ -93,6 +95,14 @@ impl Gemma4 {
             s.head_dim
         };
         (hd, i < s.n_layer - self.shared_kv)
+    }
+
+    /// Layer `i`'s KV heads.
+    fn kv_heads(&self, s: &Synth, i: u32) -> u32 {
+        match self.global_kv {
+            Some(kv) if !self.sliding[i as usize] => kv,
+            _ => s.n_head_kv,
+        }
     }
 }
 
@@ -247,14 +257,17 @@ const GEMMA4: Synth = Synth {
         ("attention.shared_kv_layers", 2),
         ("embedding_length_per_layer_input", 32),
     ],
-    gemma4: Some(Gemma4 {
-        sliding: &[true, true, true, false, true, false],
-        swa_head_dim: 64,
-        shared_kv: 2,
-        wide_ff: 1024,
-        per_layer: 32,
-    }),
+    gemma4: Some(GEMMA4_LAYERS),
     ..BASE
+};
+
+const GEMMA4_LAYERS: Gemma4 = Gemma4 {
+    sliding: &[true, true, true, false, true, false],
+    swa_head_dim: 64,
+    shared_kv: 2,
+    wide_ff: 1024,
+    per_layer: 32,
+    global_kv: None,
 };
 
 /// Qwen3.5: gated DeltaNets (4 value heads over 2 key heads of 64) in
@@ -427,6 +440,17 @@ pub const FAMILIES: &[Synth] = &[
     },
     QWEN35,
     GEMMA4,
+    // Gemma 4 with 2 KV heads in its sliding layers and 1 in its global
+    // ones (`head_count_kv` per layer, the 31B's layout).
+    Synth {
+        name: "gemma4-kv",
+        n_head_kv: 2,
+        gemma4: Some(Gemma4 {
+            global_kv: Some(1),
+            ..GEMMA4_LAYERS
+        }),
+        ..GEMMA4
+    },
     // Qwen3.5-MoE: Qwen3.5's layers with 2 of 8 experts and a shared expert
     // gated per token; a small vocabulary (Qwen3.5's pre-tokenizer is
     // `qwen35`'s to test), which keeps its runs under emulation short.
@@ -564,6 +588,7 @@ pub const BENCH: &[Synth] = &[
             shared_kv: 20,
             wide_ff: 12288,
             per_layer: 256,
+            global_kv: None,
         }),
         ..GEMMA4
     },
@@ -664,7 +689,12 @@ impl Synth {
                     })
                     .collect(),
             )),
-            None => Value::U32(self.n_head_kv),
+            None => match self.gemma4 {
+                Some(g) if g.global_kv.is_some() => Value::Array(lamina::gguf::Array::U32(
+                    (0..self.n_layer).map(|i| g.kv_heads(self, i)).collect(),
+                )),
+                _ => Value::U32(self.n_head_kv),
+            },
         }
     }
 
@@ -808,7 +838,8 @@ impl Synth {
             let (hd, stores) = self
                 .gemma4
                 .map_or((self.head_dim, true), |g| g.layer(self, i));
-            let (qw, kvw) = ((self.n_head * hd) as u64, (self.n_head_kv * hd) as u64);
+            let n_head_kv = self.gemma4.map_or(self.n_head_kv, |g| g.kv_heads(self, i));
+            let (qw, kvw) = ((self.n_head * hd) as u64, (n_head_kv * hd) as u64);
             let ff = match self.gemma4 {
                 Some(g) if !stores => g.wide_ff as u64,
                 _ => ff,

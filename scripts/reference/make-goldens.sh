@@ -20,7 +20,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 LAMINA_SYNTH_DIR="$tmp" cargo test --release --test families write_synth_models -- --ignored --nocapture >&2
 
-all_families="llama3 qwen2 qwen3 gemma3 smollm3 phi3 phi3-long llama-q2_k qwen3-q3_k granite granite-nope qwen2-iq4_nl gemma3-iq4_xs llama-bf16 qwen3moe granitemoe lfm2 lfm2moe qwen35 qwen35moe gemma4"
+all_families="llama3 qwen2 qwen3 gemma3 smollm3 phi3 phi3-long llama-q2_k qwen3-q3_k granite granite-nope qwen2-iq4_nl gemma3-iq4_xs llama-bf16 qwen3moe granitemoe lfm2 lfm2moe qwen35 qwen35moe gemma4 gemma4-kv"
 families=${LAMINA_GOLDEN_FAMILIES:-$all_families}
 
 # llama-quantize's k-quant mixtures, whole-file sha256 of its outputs.

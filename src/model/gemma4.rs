@@ -90,11 +90,6 @@ pub(crate) fn load(
         freq_factors: None,
         ..global.clone()
     };
-    let local_heads = Heads {
-        n_head: shape.n_head,
-        n_head_kv: shape.n_head_kv,
-        head_dim: head_swa,
-    };
 
     let n_shared = keys.opt_usize("attention.shared_kv_layers")?.unwrap_or(0);
     let n_storing = shape.n_layer.saturating_sub(n_shared);
@@ -105,17 +100,25 @@ pub(crate) fn load(
             shape.n_layer
         )));
     }
+    let kv_heads: Vec<usize> = (0..shape.n_layer).map(|i| shape.n_head_kv_of(i)).collect();
+    let (n_head, head_dim, kv_heads_differ) =
+        (shape.n_head, shape.head_dim, shape.kv_heads_differ());
     let spec = |i: usize| {
         // The reference's choice: the last storing layer is global, the one
         // before it sliding (checked at load: a layer shares only a cache
         // of its own kind).
         let kv_from = (i >= n_storing).then(|| n_storing - if sliding[i] { 2 } else { 1 });
+        let heads = |head_dim: usize| Heads {
+            n_head,
+            n_head_kv: kv_heads[i],
+            head_dim,
+        };
         if sliding[i] {
             LayerSpec {
                 mixer: Mixer::Attention,
                 rope: Some(local.clone()),
                 window,
-                heads: Some(local_heads),
+                heads: Some(heads(head_swa)),
                 kv_from,
             }
         } else {
@@ -123,7 +126,9 @@ pub(crate) fn load(
                 mixer: Mixer::Attention,
                 rope: Some(global.clone()),
                 window: None,
-                heads: None,
+                // Named where they differ from the model's count (the 31B's
+                // global layers have fewer KV heads than its sliding ones).
+                heads: kv_heads_differ.then(|| heads(head_dim)),
                 kv_from,
             }
         }

@@ -25,7 +25,7 @@ pub(crate) fn load(
 ) -> Result<Box<dyn Architecture>> {
     let (keys, shape, recipe, rope) = decoder::common(file, arch, RopeKind::Neox)?;
     let taps = decoder::check_taps(keys.usize("shortconv.l_cache")?)?;
-    if !shape.kv_free.iter().any(|&free| free) {
+    if !shape.some_layer_free_of_kv() {
         return Err(Error::InvalidArgument(format!(
             "{arch}.attention.head_count_kv names no convolution layer (a 0 entry per layer)"
         )));

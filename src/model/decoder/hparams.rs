@@ -106,27 +106,31 @@ pub struct Shape {
     pub n_ff: usize,
     pub n_vocab: usize,
     pub n_ctx_train: usize,
-    /// Layers without KV heads (a per-layer `head_count_kv` with zeros:
-    /// LFM2's convolution layers); empty when every layer attends.
-    pub kv_free: Vec<bool>,
+    /// Each layer's KV heads where `head_count_kv` is given per layer (0:
+    /// no attention, as LFM2's convolution layers; Gemma 4's global layers
+    /// with fewer heads than its sliding ones); empty when every layer has
+    /// `n_head_kv`, which is otherwise the first attending layer's count.
+    pub kv_layers: Vec<usize>,
     /// Each layer's feed-forward size where `feed_forward_length` is given
     /// per layer (Gemma 4's double-wide layers; `n_ff` is then the widest);
     /// empty when every layer has `n_ff`.
     pub ff_layers: Vec<usize>,
 }
 
-/// `head_count_kv` given per layer: the count the attending layers share,
-/// and which layers have none.
-fn per_layer_kv_heads(keys: &Keys, a: &Array, n_layer: usize) -> Result<(usize, Vec<bool>)> {
+/// `head_count_kv` given per layer: the first attending layer's count and
+/// every layer's. Each attending layer's count must divide the query heads.
+fn per_layer_kv_heads(
+    keys: &Keys,
+    a: &Array,
+    n_layer: usize,
+    n_head: usize,
+) -> Result<(usize, Vec<usize>)> {
     let key = "attention.head_count_kv";
-    let counts = per_layer_values(keys, key, a, n_layer)?;
-    let attending: Vec<i64> = counts.iter().copied().filter(|&c| c != 0).collect();
-    match attending.first() {
-        Some(&c) if c > 0 && attending.iter().all(|&o| o == c) => {
-            Ok((c as usize, counts.iter().map(|&c| c == 0).collect()))
-        }
+    let counts = per_layer_sizes(keys, key, a, n_layer)?;
+    match counts.iter().copied().find(|&c| c != 0) {
+        Some(first) if counts.iter().all(|&c| c == 0 || n_head % c == 0) => Ok((first, counts)),
         _ => Err(Error::InvalidArgument(format!(
-            "{} is {counts:?}: the layers that attend must share one positive KV head count",
+            "{} is {counts:?}: each attending layer's KV head count must divide the {n_head} heads, and some layer must attend",
             keys.name(key)
         ))),
     }
@@ -187,8 +191,8 @@ impl Shape {
         }
         let n_embd = keys.usize("embedding_length")?;
         let n_head = keys.usize("attention.head_count")?;
-        let (n_head_kv, kv_free) = match keys.value("attention.head_count_kv") {
-            Some(Value::Array(a)) => per_layer_kv_heads(keys, a, n_layer)?,
+        let (n_head_kv, kv_layers) = match keys.value("attention.head_count_kv") {
+            Some(Value::Array(a)) => per_layer_kv_heads(keys, a, n_layer, n_head)?,
             _ => (
                 keys.opt_usize("attention.head_count_kv")?.unwrap_or(n_head),
                 Vec::new(),
@@ -254,7 +258,7 @@ impl Shape {
             n_ff,
             n_vocab,
             n_ctx_train,
-            kv_free,
+            kv_layers,
             ff_layers,
         })
     }
@@ -264,9 +268,26 @@ impl Shape {
         self.ff_layers.get(i).copied().unwrap_or(self.n_ff)
     }
 
+    /// Layer `i`'s KV heads (0: it does not attend).
+    pub fn n_head_kv_of(&self, i: usize) -> usize {
+        self.kv_layers.get(i).copied().unwrap_or(self.n_head_kv)
+    }
+
     /// Whether layer `i` has KV heads.
     pub fn attends(&self, i: usize) -> bool {
-        self.kv_free.get(i) != Some(&true)
+        self.n_head_kv_of(i) != 0
+    }
+
+    /// Whether some layer has no KV heads (LFM2's convolution layers).
+    pub fn some_layer_free_of_kv(&self) -> bool {
+        self.kv_layers.contains(&0)
+    }
+
+    /// Whether attending layers differ in KV heads.
+    pub fn kv_heads_differ(&self) -> bool {
+        self.kv_layers
+            .iter()
+            .any(|&c| c != 0 && c != self.n_head_kv)
     }
 }
 

@@ -177,7 +177,7 @@ pub(crate) fn load(
         let layer_spec = spec(i);
         let heads = layer_spec.heads.unwrap_or(Heads {
             n_head: shape.n_head,
-            n_head_kv: shape.n_head_kv,
+            n_head_kv: shape.n_head_kv_of(i),
             head_dim: shape.head_dim,
         });
         let (qw, kvw, hd) = (heads.q_width(), heads.kv_width(), heads.head_dim);

@@ -633,10 +633,17 @@ impl Architecture for Decoder {
             ("embedding", sh.n_embd.to_string()),
             (
                 "attention",
-                format!(
-                    "{} heads, {} KV heads of {}",
-                    sh.n_head, sh.n_head_kv, sh.head_dim
-                ),
+                if sh.kv_heads_differ() {
+                    format!(
+                        "{} heads, KV heads per layer {:?}, of {}",
+                        sh.n_head, sh.kv_layers, sh.head_dim
+                    )
+                } else {
+                    format!(
+                        "{} heads, {} KV heads of {}",
+                        sh.n_head, sh.n_head_kv, sh.head_dim
+                    )
+                },
             ),
             ("feed-forward", format!("{} ({:?})", sh.n_ff, r.activation)),
             ("vocabulary", sh.n_vocab.to_string()),
