@@ -467,6 +467,7 @@ fn causal_conv_steps_equal_the_whole_convolution() {
             want[t * n + ch] = sum;
         }
     }
+    let kernel = lamina::backend::tap_major(&kernel, n, len);
     // Every step of the sequence through one backend: outputs and the state.
     let run = |be: &mut dyn Backend| {
         let mut state = vec![0.0; (len - 1) * n];
@@ -872,6 +873,48 @@ fn gemv_kernels_never_write_past_their_output() {
             );
             let mut out = [0.0f32; 8];
             call(&mut out);
+        }
+    }
+}
+
+/// The causal convolution's sums against their scalar twin on every
+/// variant, bit for bit (multiply then add, each channel's taps in the
+/// twin's order), on channel counts around the vector widths and 2 to 5
+/// taps; natively, taps that are not whole rows are refused.
+#[test]
+fn causal_conv_sums_equal_their_twin() {
+    use lamina::backend::cpu::rows;
+    let cpu = CpuDevice::new(Some("scalar")).unwrap();
+    for n in [1usize, 3, 4, 7, 8, 9, 15, 16, 17, 64, 100] {
+        for len in 2..=5 {
+            let vals = ggml_test_values(90 + (n * len) as u64, (2 * len * n).div_ceil(32) * 32);
+            let (taps, rest) = vals.split_at(len * n);
+            let (state, rest) = rest.split_at((len - 1) * n);
+            let x = &rest[..n];
+            let mut want = vec![0.0f32; n];
+            rows::causal_conv_sums(taps, state, x, &mut want);
+            for variant in CpuVariant::compiled_variants() {
+                if !variant.supported(cpu.features()) {
+                    continue;
+                }
+                let kern = cpu.kernels_for(variant).unwrap();
+                let mut got = vec![7.0f32; n];
+                (kern.causal_conv)(taps, state, x, &mut got);
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "causal_conv {variant} n {n} len {len}"
+                );
+                // A panic aborts a wasm test, so the refusal is checked natively.
+                if cfg!(not(target_family = "wasm")) {
+                    let short = std::panic::catch_unwind(|| {
+                        let mut out = vec![0.0f32; n];
+                        (kern.causal_conv)(&taps[1..], state, x, &mut out)
+                    });
+                    assert!(short.is_err(), "{variant}: taps one short were accepted");
+                }
+            }
         }
     }
 }

@@ -197,10 +197,11 @@ pub trait Backend: Send {
     /// Softmax of each row of `x` (rows of `width`) in place.
     fn soft_max(&mut self, x: &mut [f32], width: usize) -> Result<()>;
     /// One token of a causal depthwise convolution (LFM2's and Qwen3.5's
-    /// short ones): `kernel` holds `n` rows of `len` taps (oldest first),
-    /// `state` the sequence's last `len - 1` inputs (`n` each, oldest
-    /// first); `out` = the convolution of the state and `x` per channel,
-    /// and the state then moves on by `x`.
+    /// short ones) over `n` channels: `kernel` holds `len` rows of `n` taps
+    /// (tap-major, the oldest tap's row first: `tap_major` makes it from
+    /// the file's rows of `len`), `state` the sequence's last `len - 1`
+    /// inputs (`n` each, oldest first); `out` = the convolution of the
+    /// state and `x` per channel, and the state then moves on by `x`.
     fn causal_conv(
         &mut self,
         kernel: &[f32],
@@ -272,4 +273,18 @@ pub(crate) fn mul_mat_each<'m, B: Backend + ?Sized>(
         be.mul_mat(weight(j), xj, 1, oj)?;
     }
     Ok(())
+}
+
+/// A depthwise convolution's kernel as `causal_conv` takes it: the file's
+/// `n` rows of `len` taps (one row per channel) as `len` rows of `n` (one
+/// row per tap), so a step reads each tap's row along the channels.
+pub fn tap_major(kernel: &[f32], n: usize, len: usize) -> Vec<f32> {
+    debug_assert_eq!(kernel.len(), n * len);
+    let mut taps = vec![0.0; kernel.len()];
+    for (ch, row) in kernel.chunks_exact(len).enumerate() {
+        for (k, &w) in row.iter().enumerate() {
+            taps[k * n + ch] = w;
+        }
+    }
+    taps
 }

@@ -64,6 +64,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         wsum_f16_heads: Some(wsum_f16_heads),
         axpy_f32,
         delta_net_column,
+        causal_conv,
         silu_mul,
         gelu,
         gelu_mul,
@@ -437,6 +438,48 @@ unsafe fn delta_net_column_impl(
         read = _mm256_add_ps(read, _mm256_mul_ps(s, _mm256_loadu_ps(qp.add(i))));
     }
     sum8_256(read)
+}
+
+fn causal_conv(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f32]) {
+    super::rows::check_causal_conv(taps, state, x, out);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; the shapes are checked above (the state and the taps
+    // whole rows of `out.len()`), and the kernel loads and stores 8-lane
+    // chunks only below `out.len()` in each row.
+    unsafe { causal_conv_impl(taps, state, x, out) }
+}
+
+/// `rows::causal_conv_sums` eight channels at a time: a register starts at
+/// zero and adds each tap's product in the twin's order, multiplies and
+/// adds separate, so the bits are the twin's; the last channels go through
+/// the twin's own per-channel sums.
+///
+/// # Safety
+/// AVX2 (module note); shapes as `rows::check_causal_conv` asserts.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn causal_conv_impl(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    let rows = state.len() / n;
+    let (t, s) = (taps.as_ptr(), state.as_ptr());
+    let mut ch = 0;
+    while ch + 8 <= n {
+        let mut acc = _mm256_setzero_ps();
+        for k in 0..rows {
+            let at = k * n + ch;
+            acc = _mm256_add_ps(
+                acc,
+                _mm256_mul_ps(_mm256_loadu_ps(s.add(at)), _mm256_loadu_ps(t.add(at))),
+            );
+        }
+        let last = _mm256_loadu_ps(t.add(rows * n + ch));
+        acc = _mm256_add_ps(
+            acc,
+            _mm256_mul_ps(_mm256_loadu_ps(x.as_ptr().add(ch)), last),
+        );
+        _mm256_storeu_ps(out.as_mut_ptr().add(ch), acc);
+        ch += 8;
+    }
+    super::rows::causal_conv_tail(taps, state, x, out, ch);
 }
 
 /// The eight lanes added as `rows::sum8`: the halves lane by lane, then

@@ -358,6 +358,7 @@ impl Backend for CpuBackend {
     ) -> Result<()> {
         let n = out.len();
         if len < 2
+            || n == 0
             || Some(kernel.len()) != n.checked_mul(len)
             || Some(state.len()) != n.checked_mul(len - 1)
             || x.len() != n
@@ -369,7 +370,7 @@ impl Backend for CpuBackend {
                 x.len()
             )));
         }
-        rows::causal_conv(kernel, len, state, x, out);
+        rows::causal_conv(self.kernels.causal_conv, kernel, state, x, out);
         Ok(())
     }
 

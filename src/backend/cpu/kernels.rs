@@ -64,6 +64,10 @@ pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
 /// decay, value, strength) -> read`: `rows::delta_net_column` says what it
 /// computes.
 pub type DeltaNetColumnFn = fn(&mut [f32], &[f32], &[f32], f32, f32, f32) -> f32;
+/// One token's sums of a causal depthwise convolution `(taps, state, x,
+/// out)`: `rows::causal_conv_sums` says what it computes (every variant
+/// bit for bit).
+pub type CausalConvFn = fn(&[f32], &[f32], &[f32], &mut [f32]);
 /// Attention over cached f16 rows `(cache, row stride, offset of the head,
 /// cells, per-cell or query values, out)`: `rows::scores_f16` and
 /// `rows::wsum_f16` say what each computes.
@@ -161,6 +165,7 @@ pub struct Kernels {
     pub wsum_f16_heads: Option<CachedRowsHeadsFn>,
     pub axpy_f32: AxpyFn<f32>,
     pub delta_net_column: DeltaNetColumnFn,
+    pub causal_conv: CausalConvFn,
     /// One query's scores against cached f32 K rows (BERT's attention),
     /// where a variant has one; else a `vec_dot_f32` per cell.
     pub scores_f32: Option<CachedRowsF32Fn>,
@@ -231,6 +236,7 @@ impl Kernels {
             wsum_f16_heads: None,
             axpy_f32: rows::axpy_f32,
             delta_net_column: rows::delta_net_column,
+            causal_conv: rows::causal_conv_sums,
             f16_in_software: cfg!(target_family = "wasm"),
         }
     }

@@ -49,6 +49,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         wsum_f16,
         axpy_f32,
         delta_net_column,
+        causal_conv,
         silu_mul,
         ..base
     }
@@ -460,6 +461,47 @@ unsafe fn sum8_neon(lo: float32x4_t, hi: float32x4_t) -> f32 {
     let halves = vaddq_f32(lo, hi);
     let pairs = vadd_f32(vget_low_f32(halves), vget_high_f32(halves));
     vget_lane_f32::<0>(pairs) + vget_lane_f32::<1>(pairs)
+}
+
+fn causal_conv(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f32]) {
+    super::rows::check_causal_conv(taps, state, x, out);
+    // SAFETY: NEON is part of every AArch64 CPU; the shapes are checked
+    // above (the state and the taps whole rows of `out.len()`), and the
+    // kernel loads and stores 4-lane chunks only below `out.len()` in each
+    // row.
+    unsafe { causal_conv_impl(taps, state, x, out) }
+}
+
+/// `rows::causal_conv_sums` eight channels at a time in two registers:
+/// each starts at zero and adds the tap products in the twin's order,
+/// multiplies and adds separate (no fused multiply-add), so the bits are
+/// the twin's; the last channels go through the twin's per-channel sums.
+///
+/// # Safety
+/// NEON only; shapes as `rows::check_causal_conv` asserts.
+unsafe fn causal_conv_impl(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    let rows = state.len() / n;
+    let (t, s) = (taps.as_ptr(), state.as_ptr());
+    let mut ch = 0;
+    while ch + 8 <= n {
+        let (mut lo, mut hi) = (vdupq_n_f32(0.0), vdupq_n_f32(0.0));
+        for k in 0..rows {
+            let at = k * n + ch;
+            lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(s.add(at)), vld1q_f32(t.add(at))));
+            hi = vaddq_f32(
+                hi,
+                vmulq_f32(vld1q_f32(s.add(at + 4)), vld1q_f32(t.add(at + 4))),
+            );
+        }
+        let (xp, last) = (x.as_ptr().add(ch), t.add(rows * n + ch));
+        lo = vaddq_f32(lo, vmulq_f32(vld1q_f32(xp), vld1q_f32(last)));
+        hi = vaddq_f32(hi, vmulq_f32(vld1q_f32(xp.add(4)), vld1q_f32(last.add(4))));
+        vst1q_f32(out.as_mut_ptr().add(ch), lo);
+        vst1q_f32(out.as_mut_ptr().add(ch + 4), hi);
+        ch += 8;
+    }
+    super::rows::causal_conv_tail(taps, state, x, out, ch);
 }
 
 fn silu_mul(gate: &mut [f32], up: &[f32]) {

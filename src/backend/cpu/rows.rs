@@ -6,7 +6,7 @@
 
 use half::f16;
 
-use super::kernels::DeltaNetColumnFn;
+use super::kernels::{CausalConvFn, DeltaNetColumnFn};
 use crate::backend::ops::{Rope, RopeKind};
 
 /// RMSNorm of one row, with the sum of squares in f64 as ggml keeps it.
@@ -359,26 +359,75 @@ pub fn soft_max(x: &mut [f32]) {
 }
 
 /// One token of a causal depthwise convolution (shapes checked by the
-/// caller): per channel `c`, `x` joins the window after the state's
-/// `len - 1` values, the window times the channel's taps is summed oldest
-/// first in f32 (as ggml's `ssm_conv`); the window's newest `len - 1`
-/// values become the state.
-pub fn causal_conv(kernel: &[f32], len: usize, state: &mut [f32], x: &[f32], out: &mut [f32]) {
-    let n = out.len();
-    let keep = len - 1;
-    for ch in 0..n {
-        let taps = &kernel[ch * len..(ch + 1) * len];
-        let mut sum = 0.0f32;
-        for (k, &w) in taps[..keep].iter().enumerate() {
-            sum += state[k * n + ch] * w;
+/// caller): `taps` holds `len` rows of `n` (row `k`: every channel's `k`-th
+/// tap, oldest first), `state` the last `len - 1` inputs (rows of `n`,
+/// oldest first). `out` takes the window times the taps (`kernel` computes
+/// it: the variant's `causal_conv`), then the state moves on by `x`.
+pub fn causal_conv(
+    kernel: CausalConvFn,
+    taps: &[f32],
+    state: &mut [f32],
+    x: &[f32],
+    out: &mut [f32],
+) {
+    kernel(taps, state, x, out);
+    let n = x.len();
+    state.copy_within(n.., 0);
+    let keep = state.len();
+    state[keep - n..].copy_from_slice(x);
+}
+
+/// The scalar twin of a causal convolution's sums (`CausalConvFn`): per
+/// channel, the state's values times their taps, oldest first, then the new
+/// input times the last tap, summed in f32 from 0 in that order (as ggml's
+/// `ssm_conv`). Tap-major rows keep the inner loop on channels, so the
+/// compiler can keep it in vector lanes; the order per channel is fixed.
+pub fn causal_conv_sums(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f32]) {
+    let n = check_causal_conv(taps, state, x, out);
+    out.fill(0.0);
+    for (s, w) in state.chunks_exact(n).zip(taps.chunks_exact(n)) {
+        for ((o, &s), &w) in out.iter_mut().zip(s).zip(w) {
+            *o += s * w;
         }
-        sum += x[ch] * taps[keep];
-        out[ch] = sum;
-        for k in 1..keep {
-            state[(k - 1) * n + ch] = state[k * n + ch];
-        }
-        state[(keep - 1) * n + ch] = x[ch];
     }
+    let last = &taps[state.len()..];
+    for ((o, &x), &w) in out.iter_mut().zip(x).zip(last) {
+        *o += x * w;
+    }
+}
+
+/// `causal_conv_sums` for the channels from `from` on (a SIMD kernel's
+/// last channels, fewer than its width), in the same order.
+pub(super) fn causal_conv_tail(
+    taps: &[f32],
+    state: &[f32],
+    x: &[f32],
+    out: &mut [f32],
+    from: usize,
+) {
+    let n = out.len();
+    for ch in from..n {
+        let mut sum = 0.0f32;
+        for k in 0..state.len() / n {
+            sum += state[k * n + ch] * taps[k * n + ch];
+        }
+        out[ch] = sum + x[ch] * taps[state.len() + ch];
+    }
+}
+
+/// The shapes every `CausalConvFn` needs, asserted (a variant's kernel reads
+/// whole rows): `n` = `out.len()` channels, `x` of `n`, the state whole
+/// rows of `n` and one tap row more than it. Returns `n`.
+pub(super) fn check_causal_conv(taps: &[f32], state: &[f32], x: &[f32], out: &[f32]) -> usize {
+    let n = out.len();
+    assert!(
+        n > 0 && x.len() == n && state.len() % n == 0 && taps.len() == state.len() + n,
+        "causal_conv: {} taps, a state of {}, {} inputs for {n} channels",
+        taps.len(),
+        state.len(),
+        x.len()
+    );
+    n
 }
 
 /// `a · b` with eight running sums (lane `i % 8` takes term `i`), added

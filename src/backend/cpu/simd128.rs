@@ -56,8 +56,37 @@ mod imp {
             wsum_f16,
             silu_mul,
             delta_net_column,
+            causal_conv,
             ..base
         }
+    }
+
+    /// `rows::causal_conv_sums` four channels at a time: a register starts
+    /// at zero and adds the tap products in the twin's order (SIMD128 has no
+    /// fused multiply-add), so the bits are the twin's; the last channels go
+    /// through the twin's per-channel sums.
+    fn causal_conv(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f32]) {
+        use crate::backend::cpu::rows;
+        let n = rows::check_causal_conv(taps, state, x, out);
+        let rows_ = state.len() / n;
+        let mut ch = 0;
+        while ch + 4 <= n {
+            let mut acc = f32x4_splat(0.0);
+            for k in 0..rows_ {
+                let at = k * n + ch;
+                acc = f32x4_add(acc, f32x4_mul(load16(&state[at..]), load16(&taps[at..])));
+            }
+            let last = load16(&taps[rows_ * n + ch..]);
+            acc = f32x4_add(acc, f32x4_mul(load16(&x[ch..]), last));
+            out[ch..ch + 4].copy_from_slice(&[
+                f32x4_extract_lane::<0>(acc),
+                f32x4_extract_lane::<1>(acc),
+                f32x4_extract_lane::<2>(acc),
+                f32x4_extract_lane::<3>(acc),
+            ]);
+            ch += 4;
+        }
+        rows::causal_conv_tail(taps, state, x, out, ch);
     }
 
     /// `rows::delta_net_column` on columns of a multiple of 8: two

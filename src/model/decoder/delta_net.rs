@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use crate::backend::{Backend, DeltaNetArgs, Device, Matrix};
+use crate::backend::{tap_major, Backend, DeltaNetArgs, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::kv::RecurrentStates;
@@ -91,7 +91,7 @@ pub(super) struct DeltaNet {
     gate: Matrix,
     alpha: Matrix,
     beta: Matrix,
-    /// `conv_width` rows of `taps` taps.
+    /// `taps` rows of `conv_width` (`backend::tap_major`).
     kernel: Vec<f32>,
     dt_bias: Vec<f32>,
     /// Each value head's `a` (the file stores -exp(A_log)).
@@ -137,7 +137,11 @@ impl DeltaNet {
             gate: bind(&w("attn_gate"), spec.value_width(), d)?,
             alpha: bind(&w("ssm_alpha"), hv, d)?,
             beta: bind(&w("ssm_beta"), hv, d)?,
-            kernel: vector(file, &conv, spec.conv_width() * spec.taps)?,
+            kernel: tap_major(
+                &vector(file, &conv, spec.conv_width() * spec.taps)?,
+                spec.conv_width(),
+                spec.taps,
+            ),
             dt_bias: vec_of(&format!("blk.{i}.ssm_dt.bias"), hv)?,
             a: vec_of(&format!("blk.{i}.ssm_a"), hv)?,
             norm: vec_of(&w("ssm_norm"), spec.dim)?,

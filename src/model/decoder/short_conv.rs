@@ -6,7 +6,7 @@
 //! values of B·X) is the sequence's recurrent state, so a sequence's
 //! tokens are taken in order, each against its own sequence's state.
 
-use crate::backend::{Backend, Device, Matrix};
+use crate::backend::{tap_major, Backend, Device, Matrix};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::kv::RecurrentStates;
@@ -19,7 +19,7 @@ const MAX_TAPS: usize = 64;
 
 pub(super) struct ShortConv {
     in_proj: Matrix,
-    /// `n_embd` rows of `len` taps.
+    /// `len` rows of `n_embd` taps (`backend::tap_major`).
     kernel: Vec<f32>,
     len: usize,
     out_proj: Matrix,
@@ -56,7 +56,7 @@ impl ShortConv {
         let kernel = shaped(tensor(file, &w("conv"))?, d, len)?;
         Ok(ShortConv {
             in_proj: bind(&w("in_proj"), 3 * d, d)?,
-            kernel: vector(file, &kernel, d * len)?,
+            kernel: tap_major(&vector(file, &kernel, d * len)?, d, len),
             len,
             out_proj: bind(&w("out_proj"), d, d)?,
             state,
