@@ -919,35 +919,41 @@ fn causal_conv_sums_equal_their_twin() {
     }
 }
 
-/// The gated DeltaNet's column step against its scalar twin on every
-/// variant, bit for bit (both dots keep eight lanes summed in one order), on
-/// lengths around the vector widths and several decays and strengths.
+/// The gated DeltaNet's column steps against their scalar twin on every
+/// variant, bit for bit (both dots keep eight lanes summed in one order,
+/// and interleaved columns keep their own), on lengths around the vector
+/// widths, 1 to 9 columns (the variants' groups and what is left over) and
+/// several decays and strengths.
 #[test]
-fn delta_net_column_equals_its_twin() {
+fn delta_net_columns_equal_their_twin() {
     use lamina::backend::cpu::rows;
     let cpu = CpuDevice::new(Some("scalar")).unwrap();
     for d in [1usize, 3, 4, 7, 8, 9, 16, 31, 64, 100, 128] {
-        let vals = ggml_test_values(70 + d as u64, (3 * d).div_ceil(32) * 32);
-        let (col0, rest) = vals.split_at(d);
-        let (k, q) = (&rest[..d], &rest[d..2 * d]);
-        for (decay, v, beta) in [
-            (0.97f32, 0.4f32, 0.6f32),
-            (0.0, -1.2, 1.0),
-            (1.0, 3.0, 0.05),
-        ] {
-            let mut want = col0.to_vec();
-            let read = rows::delta_net_column(&mut want, k, q, decay, v, beta);
-            for variant in CpuVariant::compiled_variants() {
-                if !variant.supported(cpu.features()) {
-                    continue;
+        for n_cols in [1usize, 2, 3, 4, 5, 8, 9] {
+            let seed = 70 + (d * 10 + n_cols) as u64;
+            let vals = ggml_test_values(seed, ((n_cols + 2) * d + n_cols).div_ceil(32) * 32);
+            let (cols0, rest) = vals.split_at(n_cols * d);
+            let (k, rest) = rest.split_at(d);
+            let (q, rest) = rest.split_at(d);
+            let v = &rest[..n_cols];
+            for (decay, beta) in [(0.97f32, 0.6f32), (0.0, 1.0), (1.0, 0.05)] {
+                let mut want = cols0.to_vec();
+                let mut want_read = vec![0.0f32; n_cols];
+                rows::delta_net_columns(&mut want, k, q, decay, v, beta, &mut want_read);
+                for variant in CpuVariant::compiled_variants() {
+                    if !variant.supported(cpu.features()) {
+                        continue;
+                    }
+                    let kern = cpu.kernels_for(variant).unwrap();
+                    let mut got = cols0.to_vec();
+                    let mut got_read = vec![7.0f32; n_cols];
+                    (kern.delta_net_columns)(&mut got, k, q, decay, v, beta, &mut got_read);
+                    let what =
+                        format!("delta_net_columns {variant} d {d} x {n_cols} decay {decay}");
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got_read), bits(&want_read), "{what}: reads");
+                    assert_eq!(bits(&got), bits(&want), "{what}: columns");
                 }
-                let kern = cpu.kernels_for(variant).unwrap();
-                let mut got = col0.to_vec();
-                let got_read = (kern.delta_net_column)(&mut got, k, q, decay, v, beta);
-                let what = format!("delta_net_column {variant} d {d} decay {decay}");
-                assert_eq!(got_read.to_bits(), read.to_bits(), "{what}: read");
-                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(&want), "{what}: column");
             }
         }
     }

@@ -63,7 +63,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         scores_f16_heads: Some(scores_f16_heads),
         wsum_f16_heads: Some(wsum_f16_heads),
         axpy_f32,
-        delta_net_column,
+        delta_net_columns,
         causal_conv,
         silu_mul,
         gelu,
@@ -390,16 +390,90 @@ unsafe fn widen_f16_impl(x: &[half::f16], out: &mut [f32]) {
     }
 }
 
-fn delta_net_column(col: &mut [f32], k: &[f32], q: &[f32], decay: f32, v: f32, b: f32) -> f32 {
-    super::rows::check_delta_net_column(col, k, q);
-    if col.len() % 8 != 0 {
-        return super::rows::delta_net_column(col, k, q, decay, v, b);
+fn delta_net_columns(
+    cols: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: &[f32],
+    b: f32,
+    read: &mut [f32],
+) {
+    let d = super::rows::check_delta_net_columns(cols, k, v, read);
+    if d % 8 != 0 || q.len() != d {
+        return super::rows::delta_net_columns(cols, k, q, decay, v, b, read);
     }
-    // SAFETY: only reachable through the table built after detecting avx2,
-    // fma and f16c; the three slices are equally long (checked above), a
-    // whole number of 8-lane chunks, and the kernel loads and stores only
-    // those chunks.
-    unsafe { delta_net_column_impl(col, k, q, decay, v, b) }
+    let mut groups = cols.chunks_exact_mut(4 * d);
+    let mut c = 0;
+    for group in &mut groups {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; `k` and `q` are `d` long, a multiple of 8
+        // (checked above), the group is 4 columns of `d`, and the kernel
+        // loads and stores only whole 8-lane chunks of those.
+        let r = unsafe { delta_net_columns4_impl(group, k, q, decay, &v[c..c + 4], b) };
+        read[c..c + 4].copy_from_slice(&r);
+        c += 4;
+    }
+    for (col, (&vc, r)) in groups
+        .into_remainder()
+        .chunks_exact_mut(d)
+        .zip(v[c..].iter().zip(&mut read[c..]))
+    {
+        // SAFETY: as above, for one column of `d`.
+        *r = unsafe { delta_net_column_impl(col, k, q, decay, vc, b) };
+    }
+}
+
+/// Four columns' `delta_net_column_impl` interleaved: each column keeps
+/// its own accumulators and the same operations in the same order (so the
+/// bits are one column's at a time), while four dependency chains run at
+/// once where one column alone waits on each add's latency.
+///
+/// # Safety
+/// AVX2 (module note); `cols` 4 columns of `k.len()`, `q` as long as `k`,
+/// a multiple of 8; `v` 4 values.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn delta_net_columns4_impl(
+    cols: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: &[f32],
+    b: f32,
+) -> [f32; 4] {
+    let d = k.len();
+    let (c, kp, qp) = (cols.as_mut_ptr(), k.as_ptr(), q.as_ptr());
+    let dv = _mm256_set1_ps(decay);
+    let mut recall = [_mm256_setzero_ps(); 4];
+    for i in (0..d).step_by(8) {
+        let kk = _mm256_loadu_ps(kp.add(i));
+        for (j, acc) in recall.iter_mut().enumerate() {
+            let p = c.add(j * d + i);
+            let s = _mm256_mul_ps(_mm256_loadu_ps(p), dv);
+            _mm256_storeu_ps(p, s);
+            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(s, kk));
+        }
+    }
+    let mut delta = [_mm256_setzero_ps(); 4];
+    for j in 0..4 {
+        delta[j] = _mm256_set1_ps((v[j] - sum8_256(recall[j])) * b);
+    }
+    let mut read = [_mm256_setzero_ps(); 4];
+    for i in (0..d).step_by(8) {
+        let (kk, qq) = (_mm256_loadu_ps(kp.add(i)), _mm256_loadu_ps(qp.add(i)));
+        for (j, acc) in read.iter_mut().enumerate() {
+            let p = c.add(j * d + i);
+            let s = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_mul_ps(kk, delta[j]));
+            _mm256_storeu_ps(p, s);
+            *acc = _mm256_add_ps(*acc, _mm256_mul_ps(s, qq));
+        }
+    }
+    [
+        sum8_256(read[0]),
+        sum8_256(read[1]),
+        sum8_256(read[2]),
+        sum8_256(read[3]),
+    ]
 }
 
 /// `rows::delta_net_column` on columns of a multiple of 8: one register

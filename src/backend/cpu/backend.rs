@@ -412,12 +412,12 @@ impl Backend for CpuBackend {
         // The heads are independent: one job each (its state and its
         // output), over the workers.
         let (qkv, g, beta) = (args.qkv, args.g, args.beta);
-        let column = self.kernels.delta_net_column;
+        let columns = self.kernels.delta_net_columns;
         self.workers
             .for_each_chunk_pair_mut(state, d * d, head_out, n * d, |h, st, o| {
                 let kh = h % hk;
                 rows::delta_net_head(
-                    column,
+                    columns,
                     &qkv[kh * d..],
                     &qkv[kd + kh * d..],
                     &qkv[2 * kd + h * d..],

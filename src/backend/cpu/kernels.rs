@@ -60,10 +60,10 @@ pub type GemvF16Fn = fn(&[f16], &[f32], &mut [f32]);
 
 /// `out += p · v` (the attention's weighted sum of f32 V rows).
 pub type AxpyFn<T> = fn(f32, &[T], &mut [f32]);
-/// One state column's step of the gated DeltaNet `(column, key, query,
-/// decay, value, strength) -> read`: `rows::delta_net_column` says what it
-/// computes.
-pub type DeltaNetColumnFn = fn(&mut [f32], &[f32], &[f32], f32, f32, f32) -> f32;
+/// Steps of independent state columns of the gated DeltaNet `(columns,
+/// key, query, decay, values, strength, reads)`: `rows::delta_net_columns`
+/// says what it computes (every variant bit for bit).
+pub type DeltaNetColumnsFn = fn(&mut [f32], &[f32], &[f32], f32, &[f32], f32, &mut [f32]);
 /// One token's sums of a causal depthwise convolution `(taps, state, x,
 /// out)`: `rows::causal_conv_sums` says what it computes (every variant
 /// bit for bit).
@@ -164,7 +164,7 @@ pub struct Kernels {
     /// `wsum_f16` for the heads of one KV head in one pass, likewise.
     pub wsum_f16_heads: Option<CachedRowsHeadsFn>,
     pub axpy_f32: AxpyFn<f32>,
-    pub delta_net_column: DeltaNetColumnFn,
+    pub delta_net_columns: DeltaNetColumnsFn,
     pub causal_conv: CausalConvFn,
     /// One query's scores against cached f32 K rows (BERT's attention),
     /// where a variant has one; else a `vec_dot_f32` per cell.
@@ -235,7 +235,7 @@ impl Kernels {
             scores_f16_heads: None,
             wsum_f16_heads: None,
             axpy_f32: rows::axpy_f32,
-            delta_net_column: rows::delta_net_column,
+            delta_net_columns: rows::delta_net_columns,
             causal_conv: rows::causal_conv_sums,
             f16_in_software: cfg!(target_family = "wasm"),
         }

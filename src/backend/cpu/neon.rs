@@ -48,7 +48,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         scores_f16,
         wsum_f16,
         axpy_f32,
-        delta_net_column,
+        delta_net_columns,
         causal_conv,
         silu_mul,
         ..base
@@ -398,15 +398,90 @@ fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     unsafe { axpy_f32_impl(p, v, out) }
 }
 
-fn delta_net_column(col: &mut [f32], k: &[f32], q: &[f32], decay: f32, v: f32, b: f32) -> f32 {
-    super::rows::check_delta_net_column(col, k, q);
-    if col.len() % 8 != 0 {
-        return super::rows::delta_net_column(col, k, q, decay, v, b);
+fn delta_net_columns(
+    cols: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: &[f32],
+    b: f32,
+    read: &mut [f32],
+) {
+    let d = super::rows::check_delta_net_columns(cols, k, v, read);
+    if d % 8 != 0 || q.len() != d {
+        return super::rows::delta_net_columns(cols, k, q, decay, v, b, read);
     }
-    // SAFETY: NEON is part of every AArch64 CPU; the three slices are
-    // equally long (checked above), a whole number of 8-value chunks, and
-    // the kernel loads and stores only those chunks.
-    unsafe { delta_net_column_impl(col, k, q, decay, v, b) }
+    let mut pairs = cols.chunks_exact_mut(2 * d);
+    let mut c = 0;
+    for pair in &mut pairs {
+        // SAFETY: NEON is part of every AArch64 CPU; `k` and `q` are `d`
+        // long, a multiple of 8 (checked above), the pair is 2 columns of
+        // `d`, and the kernel loads and stores only whole 4-lane chunks.
+        let r = unsafe { delta_net_columns2_impl(pair, k, q, decay, &v[c..c + 2], b) };
+        read[c..c + 2].copy_from_slice(&r);
+        c += 2;
+    }
+    for (col, (&vc, r)) in pairs
+        .into_remainder()
+        .chunks_exact_mut(d)
+        .zip(v[c..].iter().zip(&mut read[c..]))
+    {
+        // SAFETY: as above, for one column of `d`.
+        *r = unsafe { delta_net_column_impl(col, k, q, decay, vc, b) };
+    }
+}
+
+/// Two columns' `delta_net_column_impl` interleaved: each keeps its own
+/// two accumulators and the same operations in the same order (so the bits
+/// are one column's at a time), while four dependency chains run at once.
+///
+/// # Safety
+/// NEON only; `cols` 2 columns of `k.len()`, `q` as long as `k`, a
+/// multiple of 8; `v` 2 values.
+unsafe fn delta_net_columns2_impl(
+    cols: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: &[f32],
+    b: f32,
+) -> [f32; 2] {
+    let d = k.len();
+    let (c, kp, qp) = (cols.as_mut_ptr(), k.as_ptr(), q.as_ptr());
+    let dv = vdupq_n_f32(decay);
+    let mut recall = [[vdupq_n_f32(0.0); 2]; 2];
+    for i in (0..d).step_by(8) {
+        let kk = [vld1q_f32(kp.add(i)), vld1q_f32(kp.add(i + 4))];
+        for (j, acc) in recall.iter_mut().enumerate() {
+            for h in 0..2 {
+                let p = c.add(j * d + i + 4 * h);
+                let s = vmulq_f32(vld1q_f32(p), dv);
+                vst1q_f32(p, s);
+                acc[h] = vaddq_f32(acc[h], vmulq_f32(s, kk[h]));
+            }
+        }
+    }
+    let delta = [
+        vdupq_n_f32((v[0] - sum8_neon(recall[0][0], recall[0][1])) * b),
+        vdupq_n_f32((v[1] - sum8_neon(recall[1][0], recall[1][1])) * b),
+    ];
+    let mut read = [[vdupq_n_f32(0.0); 2]; 2];
+    for i in (0..d).step_by(8) {
+        let kk = [vld1q_f32(kp.add(i)), vld1q_f32(kp.add(i + 4))];
+        let qq = [vld1q_f32(qp.add(i)), vld1q_f32(qp.add(i + 4))];
+        for (j, acc) in read.iter_mut().enumerate() {
+            for h in 0..2 {
+                let p = c.add(j * d + i + 4 * h);
+                let s = vaddq_f32(vld1q_f32(p), vmulq_f32(kk[h], delta[j]));
+                vst1q_f32(p, s);
+                acc[h] = vaddq_f32(acc[h], vmulq_f32(s, qq[h]));
+            }
+        }
+    }
+    [
+        sum8_neon(read[0][0], read[0][1]),
+        sum8_neon(read[1][0], read[1][1]),
+    ]
 }
 
 /// `rows::delta_net_column` on columns of a multiple of 8: two registers

@@ -6,7 +6,7 @@
 
 use half::f16;
 
-use super::kernels::{CausalConvFn, DeltaNetColumnFn};
+use super::kernels::{CausalConvFn, DeltaNetColumnsFn};
 use crate::backend::ops::{Rope, RopeKind};
 
 /// RMSNorm of one row, with the sum of squares in f64 as ggml keeps it.
@@ -473,6 +473,41 @@ pub fn delta_net_column(
     dot8(col, q)
 }
 
+/// `delta_net_column` for the columns of `cols` (back to back, each as long
+/// as `k`), column `c` with value `v[c]`, its read into `read[c]`: the
+/// scalar twin of a variant's `delta_net_columns`, which may interleave
+/// columns (they are independent) but keeps each one's operations, so the
+/// bits are these.
+pub fn delta_net_columns(
+    cols: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: &[f32],
+    beta: f32,
+    read: &mut [f32],
+) {
+    let d = check_delta_net_columns(cols, k, v, read);
+    for ((col, &vc), r) in cols.chunks_exact_mut(d).zip(v).zip(read) {
+        *r = delta_net_column(col, k, q, decay, vc, beta);
+    }
+}
+
+/// `delta_net_columns`' shapes, asserted: a non-empty key, as many columns
+/// of its length as values, and a read per value (the query is checked
+/// per column). Returns the column length.
+pub(super) fn check_delta_net_columns(cols: &[f32], k: &[f32], v: &[f32], read: &[f32]) -> usize {
+    assert!(
+        !k.is_empty() && Some(cols.len()) == v.len().checked_mul(k.len()) && read.len() == v.len(),
+        "delta_net_columns: {} state values for {} values and reads of {} against a key of {}",
+        cols.len(),
+        v.len(),
+        read.len(),
+        k.len()
+    );
+    k.len()
+}
+
 /// The column, the key and the query must be equally long (every
 /// variant's `delta_net_column` checks it).
 pub(super) fn check_delta_net_column(col: &[f32], k: &[f32], q: &[f32]) {
@@ -498,12 +533,17 @@ pub(super) fn sum8(acc: [f32; 8]) -> f32 {
 /// `stride_out`. The arithmetic is the reference's fused op's (decay,
 /// delta against the decayed state, the rank-one write, then the read),
 /// but since output `j` needs only column `j` of the state, each column
-/// takes all four steps in one visit (`column`: the variant's
-/// `delta_net_column`), while it is in L1, instead of the whole matrix
-/// being swept four times.
+/// takes all four steps in one visit (`columns`: the variant's
+/// `delta_net_columns`, which interleaves independent columns to hide its
+/// dots' latency) instead of the whole matrix being swept four times. And
+/// since columns are independent, a group of `DELTA_NET_GROUP` columns
+/// takes a run of up to `DELTA_NET_RUN` tokens while it is in L1 (their
+/// keys and queries stay there too) before the next group: the matrix then
+/// passes through L1 once per run rather than once per token. Each column
+/// sees its tokens in order, so the bits depend on neither size.
 #[allow(clippy::too_many_arguments)]
 pub fn delta_net_head(
-    column: DeltaNetColumnFn,
+    columns: DeltaNetColumnsFn,
     q: &[f32],
     k: &[f32],
     v: &[f32],
@@ -518,20 +558,41 @@ pub fn delta_net_head(
     n: usize,
 ) {
     let scale = 1.0 / (dim as f32).sqrt();
-    for t in 0..n {
-        let (qt, kt, vt) = (
-            &q[t * stride..t * stride + dim],
-            &k[t * stride..t * stride + dim],
-            &v[t * stride..t * stride + dim],
-        );
-        let decay = g[t * hstride].exp();
-        let b = beta[t * hstride];
-        let o = &mut out[t * stride_out..t * stride_out + dim];
-        for ((col, &vj), oj) in state.chunks_exact_mut(dim).zip(vt).zip(o.iter_mut()) {
-            *oj = column(col, kt, qt, decay, vj, b) * scale;
+    let mut decay = [0.0f32; DELTA_NET_RUN];
+    for start in (0..n).step_by(DELTA_NET_RUN) {
+        let run = start..n.min(start + DELTA_NET_RUN);
+        for (d, t) in decay.iter_mut().zip(run.clone()) {
+            *d = g[t * hstride].exp();
+        }
+        for (group, cols) in state.chunks_mut(DELTA_NET_GROUP * dim).enumerate() {
+            let (j, width) = (group * DELTA_NET_GROUP, cols.len() / dim);
+            for (i, t) in run.clone().enumerate() {
+                let row = t * stride..t * stride + dim;
+                let at = t * stride_out + j;
+                let read = &mut out[at..at + width];
+                columns(
+                    cols,
+                    &k[row.clone()],
+                    &q[row],
+                    decay[i],
+                    &v[t * stride + j..t * stride + j + width],
+                    beta[t * hstride],
+                    read,
+                );
+                for r in read {
+                    *r *= scale;
+                }
+            }
         }
     }
 }
+
+/// State columns a `delta_net_columns` call takes (4 KiB with heads of 128).
+const DELTA_NET_GROUP: usize = 8;
+
+/// Tokens a DeltaNet state column takes per visit (`delta_net_head`): with
+/// heads of 128, their keys and queries fill 16 KiB, within any L1.
+const DELTA_NET_RUN: usize = 16;
 
 /// `out += p · v` for an f32 row.
 pub fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {

@@ -55,7 +55,7 @@ mod imp {
             scores_f16,
             wsum_f16,
             silu_mul,
-            delta_net_column,
+            delta_net_columns,
             causal_conv,
             ..base
         }
@@ -89,54 +89,90 @@ mod imp {
         rows::causal_conv_tail(taps, state, x, out, ch);
     }
 
-    /// `rows::delta_net_column` on columns of a multiple of 8: two
-    /// registers hold `dot8`'s lanes 0-3 and 4-7 (SIMD128 has no fused
-    /// multiply-add), and the lanes are added in `rows::sum8`'s order, so
-    /// the bits are the scalar twin's. Two sweeps instead of four.
-    fn delta_net_column(col: &mut [f32], k: &[f32], q: &[f32], decay: f32, v: f32, b: f32) -> f32 {
+    /// `rows::delta_net_columns` on columns of a multiple of 8, two at a
+    /// time (`delta_net_group`), the last one alone.
+    fn delta_net_columns(
+        cols: &mut [f32],
+        k: &[f32],
+        q: &[f32],
+        decay: f32,
+        v: &[f32],
+        b: f32,
+        read: &mut [f32],
+    ) {
         use crate::backend::cpu::rows;
-        rows::check_delta_net_column(col, k, q);
-        if col.len() % 8 != 0 {
-            return rows::delta_net_column(col, k, q, decay, v, b);
+        let d = rows::check_delta_net_columns(cols, k, v, read);
+        if d % 8 != 0 || q.len() != d {
+            return rows::delta_net_columns(cols, k, q, decay, v, b, read);
         }
+        let mut pairs = cols.chunks_exact_mut(2 * d);
+        let mut c = 0;
+        for pair in &mut pairs {
+            read[c..c + 2].copy_from_slice(&delta_net_group::<2>(pair, k, q, decay, &v[c..], b));
+            c += 2;
+        }
+        let last = pairs.into_remainder();
+        if !last.is_empty() {
+            read[c] = delta_net_group::<1>(last, k, q, decay, &v[c..], b)[0];
+        }
+    }
+
+    /// `N` columns' `rows::delta_net_column` interleaved (columns of a
+    /// multiple of 8): two registers per column hold `dot8`'s lanes 0-3 and
+    /// 4-7 (SIMD128 has no fused multiply-add), and each column's lanes are
+    /// added in `rows::sum8`'s order, so the bits are the scalar twin's;
+    /// with two columns, four dependency chains run at once. Two sweeps
+    /// instead of four.
+    fn delta_net_group<const N: usize>(
+        cols: &mut [f32],
+        k: &[f32],
+        q: &[f32],
+        decay: f32,
+        v: &[f32],
+        b: f32,
+    ) -> [f32; N] {
+        let d = k.len();
         let store = |dst: &mut [f32], x: v128| {
-            dst.copy_from_slice(&[
+            dst[..4].copy_from_slice(&[
                 f32x4_extract_lane::<0>(x),
                 f32x4_extract_lane::<1>(x),
                 f32x4_extract_lane::<2>(x),
                 f32x4_extract_lane::<3>(x),
             ])
         };
-        let sum8 = |lo: v128, hi: v128| {
+        let sum8 = |[lo, hi]: [v128; 2]| {
             let h = f32x4_add(lo, hi);
             (f32x4_extract_lane::<0>(h) + f32x4_extract_lane::<2>(h))
                 + (f32x4_extract_lane::<1>(h) + f32x4_extract_lane::<3>(h))
         };
-        let d = f32x4_splat(decay);
-        let (mut lo, mut hi) = (f32x4_splat(0.0), f32x4_splat(0.0));
-        for (c, kc) in col.chunks_exact_mut(8).zip(k.chunks_exact(8)) {
-            let s0 = f32x4_mul(load16(&c[..4]), d);
-            let s1 = f32x4_mul(load16(&c[4..]), d);
-            store(&mut c[..4], s0);
-            store(&mut c[4..], s1);
-            lo = f32x4_add(lo, f32x4_mul(s0, load16(&kc[..4])));
-            hi = f32x4_add(hi, f32x4_mul(s1, load16(&kc[4..])));
+        let dv = f32x4_splat(decay);
+        let mut recall = [[f32x4_splat(0.0); 2]; N];
+        for i in (0..d).step_by(8) {
+            let kk = [load16(&k[i..]), load16(&k[i + 4..])];
+            for (j, acc) in recall.iter_mut().enumerate() {
+                for h in 0..2 {
+                    let at = j * d + i + 4 * h;
+                    let s = f32x4_mul(load16(&cols[at..]), dv);
+                    store(&mut cols[at..], s);
+                    acc[h] = f32x4_add(acc[h], f32x4_mul(s, kk[h]));
+                }
+            }
         }
-        let delta = f32x4_splat((v - sum8(lo, hi)) * b);
-        let (mut lo, mut hi) = (f32x4_splat(0.0), f32x4_splat(0.0));
-        for ((c, kc), qc) in col
-            .chunks_exact_mut(8)
-            .zip(k.chunks_exact(8))
-            .zip(q.chunks_exact(8))
-        {
-            let s0 = f32x4_add(load16(&c[..4]), f32x4_mul(load16(&kc[..4]), delta));
-            let s1 = f32x4_add(load16(&c[4..]), f32x4_mul(load16(&kc[4..]), delta));
-            store(&mut c[..4], s0);
-            store(&mut c[4..], s1);
-            lo = f32x4_add(lo, f32x4_mul(s0, load16(&qc[..4])));
-            hi = f32x4_add(hi, f32x4_mul(s1, load16(&qc[4..])));
+        let delta: [v128; N] = std::array::from_fn(|j| f32x4_splat((v[j] - sum8(recall[j])) * b));
+        let mut read = [[f32x4_splat(0.0); 2]; N];
+        for i in (0..d).step_by(8) {
+            let kk = [load16(&k[i..]), load16(&k[i + 4..])];
+            let qq = [load16(&q[i..]), load16(&q[i + 4..])];
+            for (j, acc) in read.iter_mut().enumerate() {
+                for h in 0..2 {
+                    let at = j * d + i + 4 * h;
+                    let s = f32x4_add(load16(&cols[at..]), f32x4_mul(kk[h], delta[j]));
+                    store(&mut cols[at..], s);
+                    acc[h] = f32x4_add(acc[h], f32x4_mul(s, qq[h]));
+                }
+            }
         }
-        sum8(lo, hi)
+        std::array::from_fn(|j| sum8(read[j]))
     }
 
     /// `gate = silu(gate) · up` four at a time: the scalar twin's steps
