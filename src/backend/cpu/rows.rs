@@ -508,9 +508,9 @@ pub(super) fn check_delta_net_columns(cols: &[f32], k: &[f32], v: &[f32], read: 
     k.len()
 }
 
-/// The column, the key and the query must be equally long (every
-/// variant's `delta_net_column` checks it).
-pub(super) fn check_delta_net_column(col: &[f32], k: &[f32], q: &[f32]) {
+/// The column, the key and the query must be equally long (the SIMD
+/// variants check the same in `delta_net_columns`).
+fn check_delta_net_column(col: &[f32], k: &[f32], q: &[f32]) {
     assert!(
         col.len() == k.len() && col.len() == q.len(),
         "delta_net_column: a column of {} against a key of {} and a query of {}",
