@@ -214,10 +214,12 @@ fn a_full_context_ends_the_completion_instead_of_shifting() {
     assert_eq!(r.prompt_ids.len() + r.tokens_predicted, 33);
 }
 
-/// A session holds the recurrent states beside the KV rows: a fresh
-/// context that loads it continues exactly as the one that saved it. Only
-/// the whole cache can be saved (a state has taken in every token), and a
-/// session whose states do not fit the model is refused, changing nothing.
+/// A session holds the recurrent states beside the KV rows, and the state
+/// checkpoints of the prompt cache: a fresh context that loads it
+/// continues exactly as the one that saved it, rewinding to the same
+/// checkpoints. Only the whole cache can be saved (a state has taken in
+/// every token), and a session whose states do not fit the model is
+/// refused, changing nothing.
 #[test]
 fn sessions_keep_the_recurrent_states() {
     let saver = || {
@@ -246,17 +248,74 @@ fn sessions_keep_the_recurrent_states() {
         d.completion(&p, |_| {}).unwrap(),
     );
     assert_eq!(rd.generated_ids, rc.generated_ids);
-    // The saver may start from one of its state checkpoints; a session
-    // carries none, and the new prompt parts from the cache before its end,
-    // so the loaded context takes the whole prompt in again.
-    assert_eq!(rd.tokens_cached, 0);
-    assert!(rc.tokens_cached < n, "{}", rc.tokens_cached);
-    // States of another shape: refused, and the context keeps its own.
+    // The new prompt parts from the cache before its end, so the saver
+    // starts from one of its state checkpoints; the session carries them,
+    // and the loaded context starts from the same one.
+    assert!(
+        rc.tokens_cached > 0 && rc.tokens_cached < n,
+        "{}",
+        rc.tokens_cached
+    );
+    assert_eq!(rd.tokens_cached, rc.tokens_cached);
+    // Two checkpoints, saved and loaded: the loaded context has them, and
+    // a prompt that parts within the second rewinds to the first in both.
+    let two = |ctx: &mut Context| {
+        ctx.completion(&greedy("Hello there", 1), |_| {}).unwrap();
+        ctx.completion(&greedy("Hello there, my old friend", 1), |_| {})
+            .unwrap();
+    };
+    let mut f = context(64);
+    two(&mut f);
+    let lengths = f.checkpoint_lengths();
+    assert_eq!(lengths.len(), 2, "{lengths:?}");
+    let bytes = lamina::session::save_bytes(&f, None).unwrap();
+    assert_eq!(&bytes[8..12], &4u32.to_le_bytes(), "format version");
+    let mut g = context(64);
+    lamina::session::load_bytes(&mut g, &bytes).unwrap();
+    assert_eq!(g.checkpoint_lengths(), lengths);
+    let part = greedy("Hello there, my dear", 4);
+    let (rf, rg) = (
+        f.completion(&part, |_| {}).unwrap(),
+        g.completion(&part, |_| {}).unwrap(),
+    );
+    assert_eq!(rg.tokens_cached, lengths[0]);
+    assert_eq!(rf.tokens_cached, lengths[0]);
+    assert_eq!(rg.generated_ids, rf.generated_ids);
+    // The checkpoint count is checked against the bytes present.
+    let mut huge = bytes.clone();
+    let body = huge.len() - 8;
+    let per = 4 + 4 * f.save_state(None).unwrap().recurrent.len();
+    let at = body - 2 * per - 4;
+    assert_eq!(
+        &huge[at..at + 4],
+        &2u32.to_le_bytes(),
+        "the checkpoint count"
+    );
+    huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let sum = lamina::session::checksum(&huge[..body]);
+    huge[body..].copy_from_slice(&sum.to_le_bytes());
+    let err = lamina::session::load_bytes(&mut context(64), &huge)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("checkpoints of"), "{err}");
+    // States of another shape: refused, and the context keeps its own; so
+    // is a checkpoint of another shape, or past the saved tokens.
     let mut state = saver().save_state(None).unwrap();
     state.recurrent.pop();
     let mut e = saver();
     let err = e.load_state(&state).unwrap_err().to_string();
     assert!(err.contains("recurrent values"), "{err}");
+    assert_eq!(decode(&mut e, &[next], n as i32, 0), want);
+    let mut e = saver();
+    let mut state = saver().save_state(None).unwrap();
+    assert_eq!(state.checkpoints.len(), 1);
+    state.checkpoints[0].states.pop();
+    let err = e.load_state(&state).unwrap_err().to_string();
+    assert!(err.contains("recurrent values"), "{err}");
+    let mut state = saver().save_state(None).unwrap();
+    state.checkpoints[0].tokens = n + 1;
+    let err = e.load_state(&state).unwrap_err().to_string();
+    assert!(err.contains("checkpoint"), "{err}");
     assert_eq!(decode(&mut e, &[next], n as i32, 0), want);
 }
 

@@ -162,9 +162,9 @@ fn a_bad_session_is_an_error_that_changes_nothing() {
     expect_session_error(&mut ctx, &[], "not a lamina session");
 
     let mut newer = good.clone();
-    newer[8] = 4;
+    newer[8] = 5;
     reseal(&mut newer);
-    expect_session_error(&mut ctx, &newer, "version 4");
+    expect_session_error(&mut ctx, &newer, "version 5");
 
     // Sizes from the file are checked against the bytes present.
     let at = token_count_offset(&good);

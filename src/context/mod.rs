@@ -125,6 +125,16 @@ pub struct SequenceState {
     /// The recurrent layers' states after the tokens (empty without such
     /// layers).
     pub recurrent: Vec<f32>,
+    /// The prompt cache's state checkpoints within the tokens, oldest
+    /// first (none without recurrent layers).
+    pub checkpoints: Vec<StateCheckpoint>,
+}
+
+/// The recurrent states after the first `tokens` of a saved sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateCheckpoint {
+    pub tokens: usize,
+    pub states: Vec<f32>,
 }
 
 pub struct Context {
@@ -394,21 +404,33 @@ impl Context {
     }
 
     /// Sequence 0's first `max_tokens` (None: all) tokens of the prompt cache
-    /// with their cache rows and the recurrent layers' states: what a
-    /// session file keeps. A recurrent state has taken in every token, so
-    /// such a model saves its whole cache (fewer tokens are an error).
+    /// with their cache rows, the recurrent layers' states and the state
+    /// checkpoints within those tokens: what a session file keeps. A
+    /// recurrent state has taken in every token, so such a model saves its
+    /// whole cache (fewer tokens are an error).
     pub fn save_state(&self, max_tokens: Option<usize>) -> Result<SequenceState> {
         self.check_can_generate()?;
         let n = max_tokens.map_or(self.prompt_cache.len(), |m| m.min(self.prompt_cache.len()));
+        let tokens = &self.prompt_cache[..n];
         Ok(SequenceState {
-            tokens: self.prompt_cache[..n].to_vec(),
+            tokens: tokens.to_vec(),
             kv: self.memory.kv.snapshot(0, n)?,
             recurrent: self.memory.recurrent.snapshot(0, n)?,
+            checkpoints: self
+                .checkpoints
+                .iter()
+                .filter(|c| tokens.starts_with(&c.tokens))
+                .map(|c| StateCheckpoint {
+                    tokens: c.tokens.len(),
+                    states: c.states.clone(),
+                })
+                .collect(),
         })
     }
 
     /// Replaces the cache (every sequence) with `state` as sequence 0 and
-    /// its tokens as the prompt cache, so the next completion reuses them.
+    /// its tokens as the prompt cache, with its state checkpoints, so the
+    /// next completion reuses them as the saver's would have.
     /// Checked first: on an error nothing changes. No logits are readable
     /// until the next decode.
     pub fn load_state(&mut self, state: &SequenceState) -> Result<()> {
@@ -423,10 +445,40 @@ impl Context {
         self.model.check_tokens(&state.tokens)?;
         let n = state.tokens.len();
         self.memory.recurrent.check_restore(n, &state.recurrent)?;
+        for c in &state.checkpoints {
+            if c.tokens == 0 || c.tokens > n {
+                return Err(Error::Session(format!(
+                    "a state checkpoint after {} tokens in a saved state of {n} tokens",
+                    c.tokens
+                )));
+            }
+            self.memory.recurrent.check_restore(c.tokens, &c.states)?;
+        }
+        if state.checkpoints.len() > MAX_CHECKPOINTS
+            || (self.memory.can_cut() && !state.checkpoints.is_empty())
+        {
+            return Err(Error::Session(format!(
+                "{} state checkpoints for a model that keeps {}",
+                state.checkpoints.len(),
+                if self.memory.can_cut() {
+                    0
+                } else {
+                    MAX_CHECKPOINTS
+                }
+            )));
+        }
         self.memory.kv.restore(0, &state.kv)?;
         self.memory.recurrent.restore(0, n, &state.recurrent);
         self.forget_prompt_cache();
         self.prompt_cache.extend_from_slice(&state.tokens);
+        self.checkpoints = state
+            .checkpoints
+            .iter()
+            .map(|c| Checkpoint {
+                tokens: state.tokens[..c.tokens].to_vec(),
+                states: c.states.clone(),
+            })
+            .collect();
         self.logits.clear();
         self.output_rows.clear();
         Ok(())

@@ -11,19 +11,21 @@
 //! | bytes | what |
 //! |---|---|
 //! | 8 | magic `LAMSESS\0` |
-//! | 4 | format version (2, or 3 where the layers' rows differ) |
+//! | 4 | format version (2; 3 where the layers' rows differ; 4 with state checkpoints) |
 //! | 8 | the model's fingerprint (`fingerprint`) |
 //! | 4 + n | the model's description, for error messages (UTF-8) |
 //! | 4 + n, 4 + n | the K and V cache types' names (`f16`, `f32`, `q8_0`) |
-//! | 4, 4, 4 | values per cache row, layers, tokens (`n`); version 3: layers (`L`), tokens, then `4 · L` values per row of each layer |
+//! | 4, 4, 4 | values per cache row, layers, tokens (`n`); versions 3 and 4: layers (`L`), tokens, then `4 · L` values per row of each layer |
 //! | 4 · n | the tokens |
 //! | per layer | `n` K rows then `n` V rows, as the cache stores them |
-//! | 4 + 4 · m | (version 2) the recurrent layers' states after the tokens: `m` f32 values (0 without such layers) |
+//! | 4 + 4 · m | (from version 2) the recurrent layers' states after the tokens: `m` f32 values (0 without such layers) |
+//! | 4 + c · (4 + 4 · m) | (version 4) `c` state checkpoints of the prompt cache, oldest first: the tokens each follows (fewer than `n`), then its `m` values |
 //! | 8 | checksum of everything before it (`checksum`) |
 //!
 //! A cache whose layers all have rows of one width (every model but Gemma
-//! 4's) is written as version 2; version 1 files (no recurrent states) still
-//! load.
+//! 4's) and no checkpoints (every model without recurrent layers) is
+//! written as version 2, the oldest version that holds it; version 1 files
+//! (no recurrent states) still load.
 //!
 //! Reading checks the magic, the version and the checksum before anything
 //! else, then every size against the bytes present before allocating;
@@ -33,14 +35,14 @@
 
 mod hash;
 
-use crate::context::{Context, KvSnapshot, KvType, SequenceState};
+use crate::context::{Context, KvSnapshot, KvType, SequenceState, StateCheckpoint};
 use crate::error::{Error, Result};
 use crate::model::Model;
 
 pub use hash::{checksum, fingerprint};
 
 const MAGIC: &[u8; 8] = b"LAMSESS\0";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// What loading a session gave the context.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
@@ -118,17 +120,21 @@ pub fn encode(model: &Model, state: &SequenceState) -> Vec<u8> {
         put_u32(out, s.len());
         out.extend_from_slice(s.as_bytes());
     };
-    // Version 2 where one width fits every layer, so such files stay
-    // readable by the lamina that wrote version 2.
+    // The oldest version that holds the state, so such files stay readable
+    // by the lamina that wrote it.
     let uniform = kv.widths.iter().all(|&w| Some(&w) == kv.widths.first());
-    let version = if uniform { 2 } else { VERSION };
+    let version = match (state.checkpoints.is_empty(), uniform) {
+        (false, _) => 4,
+        (true, false) => 3,
+        (true, true) => 2,
+    };
     out.extend_from_slice(MAGIC);
     put_u32(&mut out, version as usize);
     out.extend_from_slice(&fingerprint(model).to_le_bytes());
     put_str(&mut out, &model_description(model));
     put_str(&mut out, kv.type_k.name());
     put_str(&mut out, kv.type_v.name());
-    if uniform {
+    if version == 2 {
         put_u32(&mut out, kv.widths.first().copied().unwrap_or(0));
         put_u32(&mut out, kv.layers.len());
         put_u32(&mut out, state.tokens.len());
@@ -149,6 +155,15 @@ pub fn encode(model: &Model, state: &SequenceState) -> Vec<u8> {
     put_u32(&mut out, state.recurrent.len());
     for &v in &state.recurrent {
         out.extend_from_slice(&v.to_le_bytes());
+    }
+    if version >= 4 {
+        put_u32(&mut out, state.checkpoints.len());
+        for c in &state.checkpoints {
+            put_u32(&mut out, c.tokens);
+            for &v in &c.states {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
     }
     let sum = checksum(&out);
     out.extend_from_slice(&sum.to_le_bytes());
@@ -248,20 +263,44 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         let v = r.take("V rows", Some(n * v_row))?.to_vec();
         layers.push((k, v));
     }
-    let recurrent: Vec<f32> = if version >= 2 {
+    let f32s = |b: &[u8]| -> Vec<f32> {
+        b.chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+            .collect()
+    };
+    let (recurrent, checkpoints) = if version >= 2 {
         let m = r.u32("the recurrent state count")? as usize;
-        if m.checked_mul(4) != Some(r.bytes.len()) {
+        // Version 4's checkpoints follow: their count, then each one's
+        // token count and `m` values.
+        let rest = if version >= 4 { 4 } else { 0 };
+        if m.checked_mul(4).and_then(|b| b.checked_add(rest)) > Some(r.bytes.len())
+            || (version < 4 && 4 * m != r.bytes.len())
+        {
             return Err(bad(format!(
                 "{m} recurrent values need other than the {} bytes present",
                 r.bytes.len()
             )));
         }
-        r.take("the recurrent states", Some(4 * m))?
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
-            .collect()
+        let recurrent = f32s(r.take("the recurrent states", Some(4 * m))?);
+        let mut checkpoints = Vec::new();
+        if version >= 4 {
+            let c = r.u32("the checkpoint count")? as usize;
+            let each = 4 + 4 * m;
+            if c.checked_mul(each) != Some(r.bytes.len()) {
+                return Err(bad(format!(
+                    "{c} checkpoints of {m} values need other than the {} bytes present",
+                    r.bytes.len()
+                )));
+            }
+            for _ in 0..c {
+                let tokens = r.u32("a checkpoint's token count")? as usize;
+                let states = f32s(r.take("a checkpoint's states", Some(4 * m))?);
+                checkpoints.push(StateCheckpoint { tokens, states });
+            }
+        }
+        (recurrent, checkpoints)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     if !r.bytes.is_empty() {
         return Err(bad(format!(
@@ -279,6 +318,7 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
             layers,
         },
         recurrent,
+        checkpoints,
     })
 }
 
