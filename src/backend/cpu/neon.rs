@@ -47,6 +47,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         vec_dot_iq4_xs_q8_k,
         scores_f16,
         wsum_f16,
+        scores_f16_heads: Some(scores_f16_heads),
+        wsum_f16_heads: Some(wsum_f16_heads),
         axpy_f32,
         delta_net_columns,
         causal_conv,
@@ -392,6 +394,68 @@ fn wsum_f16(
     // SAFETY: as for `scores_f16`: every row read lies in `v`.
     unsafe { wsum_f16_impl(v, stride, offset, cells, p, out) }
 }
+fn scores_f16_heads(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+    heads: usize,
+) {
+    let hd =
+        super::rows::check_head_scores(k.len(), stride, offset, cells, (q.len(), out.len()), heads);
+    let n = cells.len();
+    // Four heads at a time keep 16 accumulators and the row's 4 vectors in
+    // the 32 registers.
+    let mut h = 0;
+    while h < heads {
+        let take = (heads - h).min(4);
+        let (q, out) = (&q[h * hd..(h + take) * hd], &mut out[h * n..(h + take) * n]);
+        // SAFETY: NEON is part of every AArch64 CPU; every row read lies in
+        // `k`, and `q`, `out` hold `take` heads (checked above).
+        unsafe {
+            match take {
+                4 => scores_f16_heads_impl::<4>(k, stride, offset, cells, q, out),
+                3 => scores_f16_heads_impl::<3>(k, stride, offset, cells, q, out),
+                2 => scores_f16_heads_impl::<2>(k, stride, offset, cells, q, out),
+                _ => scores_f16_impl(k, stride, offset, cells, q, out),
+            }
+        }
+        h += take;
+    }
+}
+
+fn wsum_f16_heads(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+    heads: usize,
+) {
+    let w =
+        super::rows::check_head_sums(v.len(), stride, offset, cells, (p.len(), out.len()), heads);
+    let n = cells.len();
+    let mut h = 0;
+    while h < heads {
+        let take = (heads - h).min(4);
+        let (p, out) = (&p[h * n..(h + take) * n], &mut out[h * w..(h + take) * w]);
+        // SAFETY: as for `scores_f16_heads`: every row read lies in `v`, and
+        // `p`, `out` hold `take` heads.
+        unsafe {
+            match take {
+                4 => wsum_f16_heads_impl::<4>(v, stride, offset, cells, p, out),
+                3 => wsum_f16_heads_impl::<3>(v, stride, offset, cells, p, out),
+                2 => wsum_f16_heads_impl::<2>(v, stride, offset, cells, p, out),
+                _ => wsum_f16_impl(v, stride, offset, cells, p, out),
+            }
+        }
+        h += take;
+    }
+}
+
 fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
     // SAFETY: NEON is part of every AArch64 CPU; lengths checked above.
@@ -704,6 +768,103 @@ unsafe fn wsum_f16_impl(
             sum += w * fp16(*row(c, d));
         }
         *o = sum;
+    }
+}
+
+/// `scores_f16_impl` for `G` query heads (`q` and `out` hold them back to
+/// back): each row widened once for all of them, each head's score with
+/// the operations of `scores_f16_impl` in its order, so bit-equal to it.
+///
+/// # Safety
+/// NEON only; `q.len() == G * hd`, `out.len() == G * cells.len()`, and
+/// every row `c * stride + offset .. + hd` inside `k`.
+unsafe fn scores_f16_heads_impl<const G: usize>(
+    k: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    q: &[f32],
+    out: &mut [f32],
+) {
+    let hd = q.len() / G;
+    let n = cells.len();
+    for (c_i, &c) in cells.iter().enumerate() {
+        let x = k.as_ptr().add(c as usize * stride + offset);
+        let mut acc = [[vdupq_n_f32(0.0); 4]; G];
+        let mut i = 0;
+        while i + 16 <= hd {
+            for j in 0..2 {
+                let (x0, x1) = f16x8_to_f32(x.add(i + 8 * j));
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let y = q.as_ptr().add(g * hd + i + 8 * j);
+                    a[2 * j] = vfmaq_f32(a[2 * j], x0, vld1q_f32(y));
+                    a[2 * j + 1] = vfmaq_f32(a[2 * j + 1], x1, vld1q_f32(y.add(4)));
+                }
+            }
+            i += 16;
+        }
+        for (g, a) in acc.iter().enumerate() {
+            let mut sum = vaddvq_f32(vaddq_f32(vaddq_f32(a[0], a[1]), vaddq_f32(a[2], a[3])));
+            for t in i..hd {
+                sum += fp16(*x.add(t)) * q[g * hd + t];
+            }
+            out[g * n + c_i] = sum;
+        }
+    }
+}
+
+/// `wsum_f16_impl` for `G` heads (`p` and `out` hold them back to back):
+/// 16 columns per pass over the cells, each row's values widened once for
+/// all heads, and per head and column one multiply and one add in cell
+/// order, so bit-equal to it (and to the scalar twin).
+///
+/// # Safety
+/// NEON only; `p.len() == G * cells.len()`, `out.len()` a multiple of `G`,
+/// and every row `c * stride + offset .. + out.len() / G` inside `v`.
+unsafe fn wsum_f16_heads_impl<const G: usize>(
+    v: &[half::f16],
+    stride: usize,
+    offset: usize,
+    cells: &[u32],
+    p: &[f32],
+    out: &mut [f32],
+) {
+    let (n, w) = (cells.len(), out.len() / G);
+    let row = |c: u32, col: usize| v.as_ptr().add(c as usize * stride + offset + col);
+    let mut col = 0;
+    while col + 16 <= w {
+        let mut acc = [[vdupq_n_f32(0.0); 4]; G];
+        for (j, &c) in cells.iter().enumerate() {
+            let r = row(c, col);
+            let (x0, x1) = f16x8_to_f32(r);
+            let (x2, x3) = f16x8_to_f32(r.add(8));
+            for (g, a) in acc.iter_mut().enumerate() {
+                let pw = vdupq_n_f32(*p.get_unchecked(g * n + j));
+                for (a, x) in a.iter_mut().zip([x0, x1, x2, x3]) {
+                    *a = vaddq_f32(*a, vmulq_f32(pw, x));
+                }
+            }
+        }
+        for (g, a) in acc.iter().enumerate() {
+            for (t, a) in a.iter().enumerate() {
+                vst1q_f32(out.as_mut_ptr().add(g * w + col + 4 * t), *a);
+            }
+        }
+        col += 16;
+    }
+    // The columns left (fewer than 16): each head's own pass.
+    if col < w {
+        for g in 0..G {
+            let o = &mut out[g * w..(g + 1) * w];
+            wsum_f16_impl(
+                v,
+                stride,
+                offset + col,
+                cells,
+                &p[g * n..(g + 1) * n],
+                &mut o[col..],
+            );
+        }
     }
 }
 
