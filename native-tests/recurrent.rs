@@ -291,13 +291,26 @@ fn sessions_keep_the_recurrent_states() {
         &2u32.to_le_bytes(),
         "the checkpoint count"
     );
+    let reseal = |bytes: &mut Vec<u8>| {
+        let sum = lamina::session::checksum(&bytes[..body]);
+        bytes[body..].copy_from_slice(&sum.to_le_bytes());
+    };
     huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-    let sum = lamina::session::checksum(&huge[..body]);
-    huge[body..].copy_from_slice(&sum.to_le_bytes());
+    reseal(&mut huge);
     let err = lamina::session::load_bytes(&mut context(64), &huge)
         .unwrap_err()
         .to_string();
     assert!(err.contains("checkpoints of"), "{err}");
+    // So is the states' count before them (4 · u32::MAX overflows wasm32's
+    // sizes).
+    let mut huge = bytes.clone();
+    let at = body - 2 * per - 4 - (per - 4) - 4;
+    huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    reseal(&mut huge);
+    let err = lamina::session::load_bytes(&mut context(64), &huge)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("recurrent values need"), "{err}");
     // States of another shape: refused, and the context keeps its own; so
     // is a checkpoint of another shape, or past the saved tokens.
     let mut state = saver().save_state(None).unwrap();

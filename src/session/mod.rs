@@ -19,7 +19,7 @@
 //! | 4 · n | the tokens |
 //! | per layer | `n` K rows then `n` V rows, as the cache stores them |
 //! | 4 + 4 · m | (from version 2) the recurrent layers' states after the tokens: `m` f32 values (0 without such layers) |
-//! | 4 + c · (4 + 4 · m) | (version 4) `c` state checkpoints of the prompt cache, oldest first: the tokens each follows (fewer than `n`), then its `m` values |
+//! | 4 + c · (4 + 4 · m) | (version 4) `c` state checkpoints of the prompt cache, oldest first: the tokens each follows (at most `n`), then its `m` values |
 //! | 8 | checksum of everything before it (`checksum`) |
 //!
 //! A cache whose layers all have rows of one width (every model but Gemma
@@ -272,10 +272,12 @@ pub fn decode(model: &Model, bytes: &[u8]) -> Result<SequenceState> {
         let m = r.u32("the recurrent state count")? as usize;
         // Version 4's checkpoints follow: their count, then each one's
         // token count and `m` values.
-        let rest = if version >= 4 { 4 } else { 0 };
-        if m.checked_mul(4).and_then(|b| b.checked_add(rest)) > Some(r.bytes.len())
-            || (version < 4 && 4 * m != r.bytes.len())
-        {
+        let fits = match m.checked_mul(4) {
+            Some(b) if version >= 4 => b.checked_add(4).is_some_and(|b| b <= r.bytes.len()),
+            Some(b) => b == r.bytes.len(),
+            None => false,
+        };
+        if !fits {
             return Err(bad(format!(
                 "{m} recurrent values need other than the {} bytes present",
                 r.bytes.len()

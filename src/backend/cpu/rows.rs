@@ -191,7 +191,10 @@ pub(crate) fn check_cells(
 /// values of `heads` queries against `out_len` scores (`heads` rows of one
 /// per cell), every row read inside the cache (panics otherwise, as
 /// `check_cells`). Returns the head width.
-#[cfg_attr(target_family = "wasm", allow(dead_code))] // (SIMD128 has no head-group kernels yet)
+#[cfg_attr(
+    all(target_family = "wasm", not(target_feature = "simd128")),
+    allow(dead_code)
+)] // (only SIMD variants have head-group kernels)
 pub(crate) fn check_head_scores(
     len: usize,
     stride: usize,
@@ -213,7 +216,10 @@ pub(crate) fn check_head_scores(
 /// Checks a weighted sum over cached rows for `heads` heads: `p_len`
 /// weights (`heads` rows of one per cell) into `out_len` values (`heads`
 /// rows), as `check_head_scores`. Returns the width of a head's output.
-#[cfg_attr(target_family = "wasm", allow(dead_code))] // (SIMD128 has no head-group kernels yet)
+#[cfg_attr(
+    all(target_family = "wasm", not(target_feature = "simd128")),
+    allow(dead_code)
+)] // (only SIMD variants have head-group kernels)
 pub(crate) fn check_head_sums(
     len: usize,
     stride: usize,

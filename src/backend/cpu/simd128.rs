@@ -54,6 +54,8 @@ mod imp {
             gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
             scores_f16,
             wsum_f16,
+            scores_f16_heads: Some(scores_f16_heads),
+            wsum_f16_heads: Some(wsum_f16_heads),
             silu_mul,
             delta_net_columns,
             causal_conv,
@@ -703,6 +705,149 @@ mod imp {
             }
             for (o, x) in out[i..].iter_mut().zip(&row[i..]) {
                 *o += w * f16_to_f32(*x);
+            }
+        }
+    }
+
+    /// `scores_f16` for the query heads of one KV head (`q` and `out`
+    /// hold them back to back), up to 4 per pass: each row widened once
+    /// (in software: SIMD128 has no f16) for all of them, each head's score
+    /// with `scores_f16`'s operations in its order, so bit-equal to it.
+    fn scores_f16_heads(
+        k: &[half::f16],
+        stride: usize,
+        offset: usize,
+        cells: &[u32],
+        q: &[f32],
+        out: &mut [f32],
+        heads: usize,
+    ) {
+        use crate::backend::cpu::rows;
+        let hd =
+            rows::check_head_scores(k.len(), stride, offset, cells, (q.len(), out.len()), heads);
+        let n = cells.len();
+        let mut h = 0;
+        while h < heads {
+            let take = (heads - h).min(4);
+            let (q, out) = (&q[h * hd..(h + take) * hd], &mut out[h * n..(h + take) * n]);
+            match take {
+                4 => scores_f16_group::<4>(k, stride, offset, cells, q, out),
+                3 => scores_f16_group::<3>(k, stride, offset, cells, q, out),
+                2 => scores_f16_group::<2>(k, stride, offset, cells, q, out),
+                _ => scores_f16(k, stride, offset, cells, q, out),
+            }
+            h += take;
+        }
+    }
+
+    /// `scores_f16_heads` for `G` heads (shapes checked by the caller).
+    fn scores_f16_group<const G: usize>(
+        k: &[half::f16],
+        stride: usize,
+        offset: usize,
+        cells: &[u32],
+        q: &[f32],
+        out: &mut [f32],
+    ) {
+        let (hd, n) = (q.len() / G, cells.len());
+        for (j, &c) in cells.iter().enumerate() {
+            let x = &k[c as usize * stride + offset..][..hd];
+            let mut acc = [[f32x4_splat(0.0); 2]; G];
+            let mut i = 0;
+            while i + 8 <= hd {
+                let xv = load16(&x[i..i + 8]);
+                let (lo, hi) = (
+                    f16x4_to_f32(xv),
+                    f16x4_to_f32(i64x2_shuffle::<1, 1>(xv, xv)),
+                );
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let qg = &q[g * hd + i..g * hd + i + 8];
+                    a[0] = f32x4_add(a[0], f32x4_mul(lo, load16(&qg[..4])));
+                    a[1] = f32x4_add(a[1], f32x4_mul(hi, load16(&qg[4..])));
+                }
+                i += 8;
+            }
+            for (g, a) in acc.iter().enumerate() {
+                let v = f32x4_add(a[0], a[1]);
+                let mut sum = f32x4_extract_lane::<0>(v)
+                    + f32x4_extract_lane::<1>(v)
+                    + f32x4_extract_lane::<2>(v)
+                    + f32x4_extract_lane::<3>(v);
+                for t in i..hd {
+                    sum += f16_to_f32(x[t]) * q[g * hd + t];
+                }
+                out[g * n + j] = sum;
+            }
+        }
+    }
+
+    /// `wsum_f16` for the heads of one KV head (`p` and `out` hold them
+    /// back to back), up to 4 per pass: 8 columns at a time with the sums
+    /// in registers across the cells, each row's values widened once for
+    /// all heads; per head and column one multiply and one add in cell
+    /// order from zero, as `wsum_f16`, so bit-equal to it.
+    fn wsum_f16_heads(
+        v: &[half::f16],
+        stride: usize,
+        offset: usize,
+        cells: &[u32],
+        p: &[f32],
+        out: &mut [f32],
+        heads: usize,
+    ) {
+        use crate::backend::cpu::rows;
+        let w = rows::check_head_sums(v.len(), stride, offset, cells, (p.len(), out.len()), heads);
+        let n = cells.len();
+        let mut h = 0;
+        while h < heads {
+            let take = (heads - h).min(4);
+            let (p, out) = (&p[h * n..(h + take) * n], &mut out[h * w..(h + take) * w]);
+            match take {
+                4 => wsum_f16_group::<4>(v, stride, offset, cells, p, out),
+                3 => wsum_f16_group::<3>(v, stride, offset, cells, p, out),
+                2 => wsum_f16_group::<2>(v, stride, offset, cells, p, out),
+                _ => wsum_f16(v, stride, offset, cells, p, out),
+            }
+            h += take;
+        }
+    }
+
+    /// `wsum_f16_heads` for `G` heads (shapes checked by the caller).
+    fn wsum_f16_group<const G: usize>(
+        v: &[half::f16],
+        stride: usize,
+        offset: usize,
+        cells: &[u32],
+        p: &[f32],
+        out: &mut [f32],
+    ) {
+        let (n, w) = (cells.len(), out.len() / G);
+        let mut col = 0;
+        while col + 8 <= w {
+            let mut acc = [[f32x4_splat(0.0); 2]; G];
+            for (j, &c) in cells.iter().enumerate() {
+                let h = load16(&v[c as usize * stride + offset + col..][..8]);
+                let (lo, hi) = (f16x4_to_f32(h), f16x4_to_f32(i64x2_shuffle::<1, 1>(h, h)));
+                for (g, a) in acc.iter_mut().enumerate() {
+                    let pw = f32x4_splat(p[g * n + j]);
+                    a[0] = f32x4_add(a[0], f32x4_mul(pw, lo));
+                    a[1] = f32x4_add(a[1], f32x4_mul(pw, hi));
+                }
+            }
+            for (g, a) in acc.iter().enumerate() {
+                store16(&mut out[g * w + col..], a[0]);
+                store16(&mut out[g * w + col + 4..], a[1]);
+            }
+            col += 8;
+        }
+        // The columns left (fewer than 8): per head, `wsum_f16`'s own tail.
+        for g in 0..G {
+            for t in col..w {
+                let mut sum = 0.0f32;
+                for (j, &c) in cells.iter().enumerate() {
+                    sum += p[g * n + j] * f16_to_f32(v[c as usize * stride + offset + t]);
+                }
+                out[g * w + t] = sum;
             }
         }
     }
