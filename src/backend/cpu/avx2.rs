@@ -399,29 +399,21 @@ fn delta_net_columns(
     b: f32,
     read: &mut [f32],
 ) {
-    let d = super::rows::check_delta_net_columns(cols, k, v, read);
-    if d % 8 != 0 || q.len() != d {
-        return super::rows::delta_net_columns(cols, k, q, decay, v, b, read);
-    }
-    let mut groups = cols.chunks_exact_mut(4 * d);
-    let mut c = 0;
-    for group in &mut groups {
-        // SAFETY: only reachable through the table built after detecting
-        // avx2, fma and f16c; `k` and `q` are `d` long, a multiple of 8
-        // (checked above), the group is 4 columns of `d`, and the kernel
-        // loads and stores only whole 8-lane chunks of those.
-        let r = unsafe { delta_net_columns4_impl(group, k, q, decay, &v[c..c + 4], b) };
-        read[c..c + 4].copy_from_slice(&r);
-        c += 4;
-    }
-    for (col, (&vc, r)) in groups
-        .into_remainder()
-        .chunks_exact_mut(d)
-        .zip(v[c..].iter().zip(&mut read[c..]))
-    {
-        // SAFETY: as above, for one column of `d`.
-        *r = unsafe { delta_net_column_impl(col, k, q, decay, vc, b) };
-    }
+    super::rows::delta_net_in_groups::<4>(
+        cols,
+        k,
+        q,
+        decay,
+        v,
+        b,
+        read,
+        // SAFETY (both): only reachable through the table built after
+        // detecting avx2, fma and f16c; `delta_net_in_groups` passes whole
+        // columns of `k.len()` (4 to a group), `q` as long, a multiple of
+        // 8, and the kernels load and store only whole 8-lane chunks.
+        |group, v| unsafe { delta_net_columns4_impl(group, k, q, decay, v, b) },
+        |col, vc| unsafe { delta_net_column_impl(col, k, q, decay, vc, b) },
+    );
 }
 
 /// Four columns' `delta_net_column_impl` interleaved: each column keeps

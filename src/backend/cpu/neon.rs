@@ -471,28 +471,21 @@ fn delta_net_columns(
     b: f32,
     read: &mut [f32],
 ) {
-    let d = super::rows::check_delta_net_columns(cols, k, v, read);
-    if d % 8 != 0 || q.len() != d {
-        return super::rows::delta_net_columns(cols, k, q, decay, v, b, read);
-    }
-    let mut pairs = cols.chunks_exact_mut(2 * d);
-    let mut c = 0;
-    for pair in &mut pairs {
-        // SAFETY: NEON is part of every AArch64 CPU; `k` and `q` are `d`
-        // long, a multiple of 8 (checked above), the pair is 2 columns of
-        // `d`, and the kernel loads and stores only whole 4-lane chunks.
-        let r = unsafe { delta_net_columns2_impl(pair, k, q, decay, &v[c..c + 2], b) };
-        read[c..c + 2].copy_from_slice(&r);
-        c += 2;
-    }
-    for (col, (&vc, r)) in pairs
-        .into_remainder()
-        .chunks_exact_mut(d)
-        .zip(v[c..].iter().zip(&mut read[c..]))
-    {
-        // SAFETY: as above, for one column of `d`.
-        *r = unsafe { delta_net_column_impl(col, k, q, decay, vc, b) };
-    }
+    super::rows::delta_net_in_groups::<2>(
+        cols,
+        k,
+        q,
+        decay,
+        v,
+        b,
+        read,
+        // SAFETY (both): NEON is part of every AArch64 CPU;
+        // `delta_net_in_groups` passes whole columns of `k.len()` (2 to a
+        // group), `q` as long, a multiple of 8, and the kernels load and
+        // store only whole 4-lane chunks.
+        |pair, v| unsafe { delta_net_columns2_impl(pair, k, q, decay, v, b) },
+        |col, vc| unsafe { delta_net_column_impl(col, k, q, decay, vc, b) },
+    );
 }
 
 /// Two columns' `delta_net_column_impl` interleaved: each keeps its own

@@ -499,6 +499,47 @@ pub fn delta_net_columns(
     }
 }
 
+/// How a SIMD variant's `delta_net_columns` walks its columns: columns
+/// whose length is not a multiple of 8 (or a query of another length) go
+/// through the scalar twin; otherwise `group` takes `G` columns at a time
+/// with their values and returns their reads, and `one` takes each column
+/// left over. Either gets only whole columns of `k.len()` (`group` exactly
+/// `G` of them), each a multiple of 8 long: what their kernels rely on.
+#[allow(clippy::too_many_arguments)]
+#[cfg_attr(
+    not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_feature = "simd128"
+    )),
+    allow(dead_code)
+)]
+pub(super) fn delta_net_in_groups<const G: usize>(
+    cols: &mut [f32],
+    k: &[f32],
+    q: &[f32],
+    decay: f32,
+    v: &[f32],
+    beta: f32,
+    read: &mut [f32],
+    group: impl Fn(&mut [f32], &[f32]) -> [f32; G],
+    one: impl Fn(&mut [f32], f32) -> f32,
+) {
+    let d = check_delta_net_columns(cols, k, v, read);
+    if d % 8 != 0 || q.len() != d {
+        return delta_net_columns(cols, k, q, decay, v, beta, read);
+    }
+    let mut groups = cols.chunks_exact_mut(G * d);
+    let (mut values, mut reads) = (v.chunks_exact(G), read.chunks_exact_mut(G));
+    for ((cols, v), r) in (&mut groups).zip(&mut values).zip(&mut reads) {
+        r.copy_from_slice(&group(cols, v));
+    }
+    let last = groups.into_remainder().chunks_exact_mut(d);
+    for ((col, &vc), r) in last.zip(values.remainder()).zip(reads.into_remainder()) {
+        *r = one(col, vc);
+    }
+}
+
 /// `delta_net_columns`' shapes, asserted: a non-empty key, as many columns
 /// of its length as values, and a read per value (the query is checked
 /// per column). Returns the column length.

@@ -91,8 +91,8 @@ mod imp {
         rows::causal_conv_tail(taps, state, x, out, ch);
     }
 
-    /// `rows::delta_net_columns` on columns of a multiple of 8, two at a
-    /// time (`delta_net_group`), the last one alone.
+    /// `rows::delta_net_columns`, two columns at a time (`delta_net_group`),
+    /// the last one alone.
     fn delta_net_columns(
         cols: &mut [f32],
         k: &[f32],
@@ -102,21 +102,17 @@ mod imp {
         b: f32,
         read: &mut [f32],
     ) {
-        use crate::backend::cpu::rows;
-        let d = rows::check_delta_net_columns(cols, k, v, read);
-        if d % 8 != 0 || q.len() != d {
-            return rows::delta_net_columns(cols, k, q, decay, v, b, read);
-        }
-        let mut pairs = cols.chunks_exact_mut(2 * d);
-        let mut c = 0;
-        for pair in &mut pairs {
-            read[c..c + 2].copy_from_slice(&delta_net_group::<2>(pair, k, q, decay, &v[c..], b));
-            c += 2;
-        }
-        let last = pairs.into_remainder();
-        if !last.is_empty() {
-            read[c] = delta_net_group::<1>(last, k, q, decay, &v[c..], b)[0];
-        }
+        crate::backend::cpu::rows::delta_net_in_groups::<2>(
+            cols,
+            k,
+            q,
+            decay,
+            v,
+            b,
+            read,
+            |pair, v| delta_net_group::<2>(pair, k, q, decay, v, b),
+            |col, vc| delta_net_group::<1>(col, k, q, decay, &[vc], b)[0],
+        );
     }
 
     /// `N` columns' `rows::delta_net_column` interleaved (columns of a
