@@ -138,14 +138,7 @@ impl Units {
         let group = a.n_head / a.n_head_kv;
         let n = a.query_pos.len().max(1);
         let mut splits = 1;
-        while splits < group
-            && n * a.n_head_kv * splits
-                < threads
-                    * std::env::var("LAMINA_UNITS")
-                        .ok()
-                        .and_then(|v| v.parse::<usize>().ok())
-                        .unwrap_or(1)
-        {
+        while splits < group && n * a.n_head_kv * splits < threads {
             splits += 1;
         }
         let heads = group.div_ceil(splits);
