@@ -949,6 +949,58 @@ fn widen_f16_is_exact_for_every_value() {
     }
 }
 
+/// Rounding f32 to f16 and back (the activations of f16 products, the
+/// queries and weights of attention over an f16 cache) gives `half`'s bits
+/// on every variant: random bit patterns (every exponent: zeros,
+/// subnormals, overflow to infinity, NaNs keep NaN and sign), values
+/// within f16's range, and the exact midpoints between neighbouring f16
+/// values (ties go to the even one), at every offset of a vector's tail.
+#[test]
+fn round_f16_matches_half_for_every_kind_of_value() {
+    let mut rng = Rng::new(21);
+    let mut x: Vec<f32> = (0..40_000)
+        .map(|_| f32::from_bits(rng.next_u64() as u32))
+        .collect();
+    x.extend((0..40_000).map(|_| (rng.next_u64() as i32) as f32 / i32::MAX as f32 * 70_000.0));
+    x.extend((0..40_000).map(|_| {
+        let h = half::f16::from_bits(rng.next_u64() as u16 & 0x7bff);
+        let next = half::f16::from_bits(h.to_bits() + 1);
+        (h.to_f32() + next.to_f32()) / 2.0
+    }));
+    x.extend([
+        0.0,
+        -0.0,
+        65504.0,
+        65519.996,
+        65520.0,
+        f32::INFINITY,
+        f32::NAN,
+        -f32::NAN,
+    ]);
+    for (variant, k) in variants() {
+        for len in [x.len(), x.len() - 1, 13, 7, 0] {
+            let x = &x[x.len() - len..];
+            let mut out = vec![0.0f32; len];
+            (k.round_f16)(x, &mut out);
+            for (v, o) in x.iter().zip(&out) {
+                let want = half::f16::from_f32(*v).to_f32();
+                let same = if want.is_nan() {
+                    o.is_nan() && o.is_sign_negative() == want.is_sign_negative()
+                } else {
+                    o.to_bits() == want.to_bits()
+                };
+                assert!(same, "{variant}: {v:e} ({:#x}) gave {o:e}", v.to_bits());
+            }
+        }
+        // (A panic aborts wasm tests: checked natively.)
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let short = std::panic::catch_unwind(|| (k.round_f16)(&x[..8], &mut [0.0; 7]));
+            assert!(short.is_err(), "{variant}: round_f16 into a shorter slice");
+        }
+    }
+}
+
 /// The block scales' f16 → f32 (branchless on wasm, `half` elsewhere) gives
 /// `half`'s bits for every one of the 65536 values: zeros, subnormals,
 /// normals, infinities and NaNs (quieted as `half` quiets them).

@@ -9,7 +9,6 @@
 //! group) units are split into pieces, one scratch each, kept between calls.
 
 use half::f16;
-use half::slice::HalfFloatSliceExt;
 
 use super::kernels::Kernels;
 use crate::backend::ops::{AttentionArgs, CacheRows};
@@ -31,9 +30,6 @@ pub(super) struct AttnPiece {
     q8: Vec<BlockQ8_0>,
     /// The weights rounded to f16, held as f32.
     probs16: Vec<f32>,
-    /// f16 staging for those roundings (the `half` crate's slice
-    /// conversions are vectorized; its one-value ones dispatch per call).
-    half: Vec<f16>,
 }
 
 impl AttnPiece {
@@ -53,7 +49,6 @@ impl AttnPiece {
         grow(&mut self.q16, group * hd, 0.0);
         grow(&mut self.q8, hd.div_ceil(QK), BlockQ8_0::zeroed());
         grow(&mut self.probs16, group * cells, 0.0);
-        grow(&mut self.half, group * cells.max(hd), f16::ZERO);
     }
 }
 
@@ -201,9 +196,9 @@ fn group_attention(
     match a.k {
         CacheRows::F16(kc, _) => {
             // The queries in f16, as ggml converts them, held as f32 (exactly).
-            let (qh, qf) = (&mut s.half[..g * hd], &mut s.q16[..g * hd]);
-            qh.convert_from_f32_slice(q);
-            qh.convert_to_f32_slice(qf);
+            let qf = &mut s.q16[..g * hd];
+            (k.round_f16)(q, qf);
+            let qf = &*qf;
             match k.scores_f16_heads {
                 Some(heads_fn) => heads_fn(kc, kv_w, off, &s.visible, qf, scores, g),
                 None => {
@@ -251,9 +246,9 @@ fn group_attention(
     match a.v {
         CacheRows::F16(vc, _) => {
             // ggml rounds the weights through f16 when they meet an f16 V.
-            let (ph, h) = (&mut s.half[..g * nv], &mut s.probs16[..g * nv]);
-            ph.convert_from_f32_slice(scores);
-            ph.convert_to_f32_slice(h);
+            let h = &mut s.probs16[..g * nv];
+            (k.round_f16)(scores, h);
+            let h = &*h;
             match k.wsum_f16_heads {
                 Some(heads_fn) => heads_fn(vc, kv_w, off, &s.visible, h, out, g),
                 None => {

@@ -69,6 +69,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gelu,
         gelu_mul,
         widen_f16,
+        round_f16,
         scores_f32: Some(scores_f32),
         wsum_f32: Some(wsum_f32),
         ..base
@@ -387,6 +388,31 @@ unsafe fn widen_f16_impl(x: &[half::f16], out: &mut [f32]) {
     }
     for (o, v) in out[i..].iter_mut().zip(&x[i..]) {
         *o = fp16(*v);
+    }
+}
+
+fn round_f16(x: &[f32], out: &mut [f32]) {
+    super::rows::check_round(x, out);
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; the lengths are equal (checked above).
+    unsafe { round_f16_impl(x, out) }
+}
+
+/// f32 to f16 and back eight at a time (`vcvtps2ph` rounding to nearest,
+/// ties to even, as the scalar twin; then `vcvtph2ps`, exact).
+///
+/// # Safety
+/// AVX2 (module note); `out` at least as long as `x`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn round_f16_impl(x: &[f32], out: &mut [f32]) {
+    let mut i = 0;
+    while i + 8 <= x.len() {
+        let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(x.as_ptr().add(i)));
+        _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_cvtph_ps(h));
+        i += 8;
+    }
+    for (o, v) in out[i..].iter_mut().zip(&x[i..]) {
+        *o = half::f16::from_f32(*v).to_f32();
     }
 }
 

@@ -175,6 +175,11 @@ pub struct Kernels {
     /// f16 values to f32 (exact, so every variant gives the same bits);
     /// the slices must have the same length.
     pub widen_f16: fn(&[f16], &mut [f32]),
+    /// f32 values rounded to the nearest f16 (ties to even), held as f32:
+    /// ggml's f16 activations and attention inputs, in a form the f32
+    /// kernels take (exact, so every variant gives the same bits); the
+    /// slices must have the same length.
+    pub round_f16: fn(&[f32], &mut [f32]),
     /// Whether f16 arithmetic is emulated in software (wasm32): products
     /// then widen each f16 weight row once instead of inside every dot.
     pub f16_in_software: bool,
@@ -226,6 +231,7 @@ impl Kernels {
             rope: rows::rope,
             silu_mul: rows::silu_mul,
             widen_f16: rows::widen_f16,
+            round_f16: rows::round_f16,
             scores_f32: None,
             wsum_f32: None,
             gelu: rows::gelu,

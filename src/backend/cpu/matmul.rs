@@ -333,7 +333,7 @@ where
 
 /// `x` rounded to f16 and back into `y`, value by value (on the workers for
 /// a prompt's activations; every value is rounded the same way wherever).
-fn round_to_f16(workers: &Workers, x: &[f32], y: &mut [f32]) {
+fn round_to_f16(k: &Kernels, workers: &Workers, x: &[f32], y: &mut [f32]) {
     const BLOCK: usize = 256;
     let chunk = if x.len() < 16 * 1024 {
         x.len()
@@ -343,13 +343,8 @@ fn round_to_f16(workers: &Workers, x: &[f32], y: &mut [f32]) {
             .next_multiple_of(BLOCK)
     };
     workers.for_each_chunk_mut(y, chunk, |i, piece| {
-        let x = &x[i * chunk..];
-        let mut h = [f16::ZERO; BLOCK];
-        for (xs, ys) in x.chunks(BLOCK).zip(piece.chunks_mut(BLOCK)) {
-            let h = &mut h[..ys.len()];
-            h.convert_from_f32_slice(&xs[..ys.len()]);
-            h.convert_to_f32_slice(ys);
-        }
+        let start = i * chunk;
+        (k.round_f16)(&x[start..start + piece.len()], piece);
     });
 }
 
@@ -407,7 +402,7 @@ fn float_product(
             // (exactly: f16 × f16 products are exact in f32), so each weight
             // row is widened once for all activation rows.
             let y = sized(&mut acts.f32, x.len(), 0.0);
-            round_to_f16(workers, x, y);
+            round_to_f16(k, workers, x, y);
             let y = &*y;
             split_rows(workers, pieces, w.rows, n, out, |rows, dst, piece| {
                 if let Some(tile) = k.tile_f32 {

@@ -342,6 +342,26 @@ pub fn widen_f16(x: &[f16], out: &mut [f32]) {
     }
 }
 
+/// f32 values rounded to the nearest f16 (ties to even) and back to f32.
+pub fn round_f16(x: &[f32], out: &mut [f32]) {
+    check_round(x, out);
+    for (o, v) in out.iter_mut().zip(x) {
+        *o = f16::from_f32(*v).to_f32();
+    }
+}
+
+/// Panics unless `out` has one value per value of `x`.
+#[track_caller]
+pub(crate) fn check_round(x: &[f32], out: &[f32]) {
+    assert_eq!(
+        x.len(),
+        out.len(),
+        "round_f16: {} values into {}",
+        x.len(),
+        out.len()
+    );
+}
+
 /// 1 / (1 + exp(-x)) in place, as ggml's CPU sigmoid.
 pub fn sigmoid(x: &mut [f32]) {
     for v in x {
