@@ -914,6 +914,16 @@ fn scalar_kernels_agree_with_dequantized_dot_products() {
     }
 }
 
+/// `got` has `want`'s bits, or both are NaNs of the same sign (payloads
+/// may differ between a kernel and `half`).
+fn same_value(got: f32, want: f32) -> bool {
+    if want.is_nan() {
+        got.is_nan() && got.is_sign_negative() == want.is_sign_negative()
+    } else {
+        got.to_bits() == want.to_bits()
+    }
+}
+
 /// Widening f16 is exact: every variant gives `half`'s value for every one
 /// of the 65536 bit patterns (NaNs stay NaNs with their sign), at every
 /// offset of a vector's tail.
@@ -926,14 +936,8 @@ fn widen_f16_is_exact_for_every_value() {
             let mut out = vec![0.0f32; len];
             (k.widen_f16)(x, &mut out);
             for (v, o) in x.iter().zip(&out) {
-                let want = v.to_f32();
-                let same = if want.is_nan() {
-                    o.is_nan() && o.is_sign_negative() == want.is_sign_negative()
-                } else {
-                    o.to_bits() == want.to_bits()
-                };
                 assert!(
-                    same,
+                    same_value(*o, v.to_f32()),
                     "{variant}: {:#06x} gave {o} ({:#x})",
                     v.to_bits(),
                     o.to_bits()
@@ -984,12 +988,11 @@ fn round_f16_matches_half_for_every_kind_of_value() {
             (k.round_f16)(x, &mut out);
             for (v, o) in x.iter().zip(&out) {
                 let want = half::f16::from_f32(*v).to_f32();
-                let same = if want.is_nan() {
-                    o.is_nan() && o.is_sign_negative() == want.is_sign_negative()
-                } else {
-                    o.to_bits() == want.to_bits()
-                };
-                assert!(same, "{variant}: {v:e} ({:#x}) gave {o:e}", v.to_bits());
+                assert!(
+                    same_value(*o, want),
+                    "{variant}: {v:e} ({:#x}) gave {o:e}",
+                    v.to_bits()
+                );
             }
         }
         // (A panic aborts wasm tests: checked natively.)

@@ -393,6 +393,10 @@ impl GrammarState {
         let a = &self.automaton;
         let (cps, partial) = utf8::decode(piece, self.partial);
         let mut next_stacks = StackSet::default();
+        // Stacks at a character class move through the piece's code points
+        // together, as `matches` moves them, so each step expands a stack
+        // once whichever stack it came from.
+        let mut current = Vec::new();
         for stack in &self.stacks {
             let Some(&top) = stack.last() else { continue };
             match a.elem(top) {
@@ -409,22 +413,22 @@ impl GrammarState {
                         a.advance(next, &mut next_stacks).map_err(ambiguous)?;
                     }
                 }
-                _ => {
-                    let mut current = vec![stack.clone()];
-                    for &c in &cps {
-                        let mut moved = StackSet::default();
-                        for s in &current {
-                            a.accept_char(s, c, &mut moved).map_err(ambiguous)?;
-                        }
-                        current = moved.into_vec();
-                        if current.is_empty() {
-                            break;
-                        }
-                    }
-                    for s in current {
-                        next_stacks.insert(s).map_err(ambiguous)?;
-                    }
+                _ => current.push(stack.clone()),
+            }
+        }
+        if !current.is_empty() {
+            for &c in &cps {
+                let mut moved = StackSet::default();
+                for s in &current {
+                    a.accept_char(s, c, &mut moved).map_err(ambiguous)?;
                 }
+                current = moved.into_vec();
+                if current.is_empty() {
+                    break;
+                }
+            }
+            for s in current {
+                next_stacks.insert(s).map_err(ambiguous)?;
             }
         }
         if next_stacks.is_empty() {
