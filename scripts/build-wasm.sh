@@ -67,7 +67,7 @@ threaded() {
 }
 build() {
   case $1 in
-    single) RUSTFLAGS="-C target-feature=+simd128" package target npm/dist --no-default-features ;;
+    single) RUSTFLAGS="-C target-feature=+simd128" package target/wasm-single npm/dist --no-default-features ;;
     single-relaxed)
       RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" \
         package target/wasm-relaxed npm/dist-relaxed --no-default-features ;;

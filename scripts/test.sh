@@ -93,6 +93,12 @@ for cpu in "${AARCH64_CPUS[@]}"; do
     run "aarch64 $cpu" cargo test --target aarch64-unknown-linux-gnu --no-fail-fast "${selection[@]}"
 done
 
+# --- the npm package's five wasm builds start here, in the background: the
+# wasm32 stages below spend most of their time running one test process at a
+# time, which leaves a core free. The npm stage waits for them.
+scripts/build-wasm.sh > "$logs/build-wasm.log" 2>&1 &
+build_wasm_pid=$!
+
 # --- wasm32: Node runs every test; Chromium those that need no file system.
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 wasm_flags="-C target-feature=+simd128"
@@ -113,8 +119,21 @@ CARGO_TARGET_DIR=target/wasm-relaxed-tests RUSTFLAGS="$wasm_flags,+relaxed-simd"
   WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
   run "wasm32 chromium relaxed-simd" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${relaxed_tests[@]}"
 
-# --- the npm package, packed and installed as a user would.
-run "npm node" bash -c 'scripts/build-wasm.sh && scripts/test-npm.sh'
+# --- the npm package, packed and installed as a user would. The fuzz build
+# starts in the background once the wasm builds are done: the package's tests
+# and the chat page's leave a core free for much of their time.
+t0=$SECONDS
+wait "$build_wasm_pid"
+build_wasm_status=$?
+echo "(waited $((SECONDS - t0)) s for the wasm builds)"
+cargo "+$LAMINA_NIGHTLY" fuzz build > "$logs/fuzz-build.log" 2>&1 &
+fuzz_build_pid=$!
+npm_stage() {
+  cat "$logs/build-wasm.log"
+  [ "$build_wasm_status" = 0 ] || { echo "build-wasm.sh failed (exit $build_wasm_status)"; return 1; }
+  scripts/test-npm.sh
+}
+run "npm node" npm_stage
 # --- the chat page in headless Chromium: threaded build with 2 threads, and
 # the single-thread fallback without cross-origin isolation.
 LAMINA_SKIP_BUILD=1 run "web chromium" scripts/test-web.sh
@@ -126,9 +145,13 @@ LAMINA_SKIP_BUILD=1 run "web chromium" scripts/test-web.sh
 # ignored corpus dirs; the seeds are in the repository.
 fuzz_seconds=${LAMINA_FUZZ_SECONDS:-60}
 fuzz_targets=(gguf_parse model_load tokenizer sampler chat_template grammar)
+t0=$SECONDS
+wait "$fuzz_build_pid"
+fuzz_build_status=$?
+echo "(waited $((SECONDS - t0)) s for the fuzz build)"
 fuzz_all() {
-  cargo "+$LAMINA_NIGHTLY" fuzz build 2>&1 | tail -n 3
-  [ "${PIPESTATUS[0]}" = 0 ] || return 1
+  tail -n 3 "$logs/fuzz-build.log"
+  [ "$fuzz_build_status" = 0 ] || { echo "cargo fuzz build failed (exit $fuzz_build_status)"; return 1; }
   local status=0 i t pids
   for ((i = 0; i < ${#fuzz_targets[@]}; i += 2)); do
     pids=()
