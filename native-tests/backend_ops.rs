@@ -815,6 +815,120 @@ fn attention_is_the_same_on_any_number_of_threads() {
     }
 }
 
+/// An encoder's batch (f32 rows, not causal, each token seeing its whole
+/// sequence) is attended in blocks of queries; the outputs follow the
+/// attention's definition (computed here in f64) within a relative 1e-5,
+/// equal bit for bit what each token gets alone (so an embedding does not
+/// depend on the batch it was in), and are the same bits on every variant
+/// and number of threads (the products are summed in one order
+/// everywhere). Sequences of 36, 16 and 1 tokens (a block ends where a
+/// sequence does and after 32 tokens), a token whose sequence has no cells
+/// (zeros), grouped query heads and a head width that is no multiple of a
+/// vector's.
+#[test]
+fn encoder_attention_in_blocks_follows_the_definition() {
+    let (n_head, n_head_kv, hd) = (6, 2, 40);
+    let kv_w = n_head_kv * hd;
+    let seqs: Vec<u32> = [vec![0u32; 36], vec![1; 16], vec![2], vec![3]].concat();
+    let n = seqs.len();
+    // Every token but the last (sequence 3) is also a cell.
+    let cells = n - 1;
+    // Values in [-2, 2], as a model's activations (scores of a few units,
+    // so f32 holds them to the test's tolerance).
+    let mut rng = Rng::new(81);
+    let mut values = |len: usize| -> Vec<f32> {
+        (0..len)
+            .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 22) as f32 - 2.0)
+            .collect()
+    };
+    let (q, k, v) = (
+        values(n * n_head * hd),
+        values(cells * kv_w),
+        values(cells * kv_w),
+    );
+    let pos: Vec<i32> = (0..n)
+        .map(|i| seqs[..i].iter().filter(|&&s| s == seqs[i]).count() as i32)
+        .collect();
+    let cell_seqs: Vec<u64> = seqs[..cells].iter().map(|&s| 1u64 << s).collect();
+    let args = |i: std::ops::Range<usize>| AttentionArgs {
+        q: &q[i.start * n_head * hd..i.end * n_head * hd],
+        k: CacheRows::F32(&k, kv_w),
+        v: CacheRows::F32(&v, kv_w),
+        n_head,
+        n_head_kv,
+        head_dim: hd,
+        scale: 0.15,
+        cell_pos: &pos[..cells],
+        cell_seqs: &cell_seqs,
+        query_pos: &pos[i.clone()],
+        query_seq: &seqs[i],
+        causal: false,
+        window: None,
+    };
+    let all = args(0..n);
+    let attend = |be: &mut dyn Backend, a: &AttentionArgs| {
+        let mut out = vec![f32::NAN; a.q.len()];
+        be.attention(a, &mut out).unwrap();
+        out
+    };
+    let mut be = scalar().create_backend(1).unwrap();
+    let blocked = attend(be.as_mut(), &all);
+    for i in 0..n {
+        let alone = attend(be.as_mut(), &args(i..i + 1));
+        for h in 0..n_head {
+            let kv = h / (n_head / n_head_kv);
+            let qh = &q[(i * n_head + h) * hd..][..hd];
+            let seen: Vec<usize> = (0..cells).filter(|&c| seqs[c] == seqs[i]).collect();
+            let scores: Vec<f64> = seen
+                .iter()
+                .map(|&c| {
+                    let kc = &k[c * kv_w + kv * hd..][..hd];
+                    0.15 * qh
+                        .iter()
+                        .zip(kc)
+                        .map(|(&x, &y)| x as f64 * y as f64)
+                        .sum::<f64>()
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+            for d in 0..hd {
+                let want: f64 = seen
+                    .iter()
+                    .zip(&scores)
+                    .map(|(&c, s)| (s - max).exp() / total * v[c * kv_w + kv * hd + d] as f64)
+                    .sum();
+                let at = (i * n_head + h) * hd + d;
+                let got = blocked[at];
+                assert!(
+                    (got as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                    "token {i} head {h} value {d}: {got} vs {want}"
+                );
+                assert_eq!(
+                    got.to_bits(),
+                    alone[h * hd + d].to_bits(),
+                    "token {i} head {h} value {d}: alone {} vs in the batch {got}",
+                    alone[h * hd + d]
+                );
+            }
+        }
+    }
+    for (variant, device) in devices() {
+        for threads in [1, 2, 3] {
+            let Ok(mut be) = device.create_backend(threads) else {
+                continue;
+            };
+            let got = attend(be.as_mut(), &all);
+            assert!(
+                got.iter()
+                    .zip(&blocked)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{variant} {threads} t: blocks differ from the scalar backend's"
+            );
+        }
+    }
+}
+
 /// A GEMV kernel handed an output shorter than its group of rows refuses
 /// (a panic before any write) instead of writing past the slice: this once
 /// wrote 8 floats into a 1-element slice (AVX2), 4 on NEON.

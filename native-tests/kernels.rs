@@ -1004,6 +1004,143 @@ fn round_f16_matches_half_for_every_kind_of_value() {
     }
 }
 
+/// f32 matrix products (attention over blocks of queries) give the scalar
+/// twin's bits on every variant: shapes with rows and columns around the
+/// tiles' sizes (4 rows; 4, 8, 16 and 32 columns and their tails), an empty
+/// inner dimension (zeros), strided rows whose gaps stay untouched, and
+/// values of every magnitude.
+#[test]
+fn gemm_f32_equals_its_twin_bit_for_bit() {
+    use lamina::backend::cpu::rows::{self, GemmShape};
+    let mut rng = Rng::new(41);
+    let mut shapes = 0;
+    for m in [1usize, 2, 3, 4, 5, 9] {
+        for n in [1usize, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 40, 100] {
+            for k in [0usize, 1, 5, 32, 41] {
+                let gap = rng.below(3) as usize;
+                let g = GemmShape {
+                    m,
+                    n,
+                    k,
+                    lda: k + gap,
+                    ldb: n + 2 * gap,
+                    ldc: n + gap,
+                };
+                let a = random_values(&mut rng, (m * g.lda).div_ceil(32) * 32);
+                let b = random_values(&mut rng, (k.max(1) * g.ldb).div_ceil(32) * 32);
+                // The gaps between output rows start as NaN and must stay so.
+                let c0 = vec![f32::NAN; m * g.ldc];
+                let mut want = c0.clone();
+                rows::gemm_f32(&g, &a, &b, &mut want);
+                for (variant, kern) in variants() {
+                    let mut got = c0.clone();
+                    (kern.gemm_f32)(&g, &a, &b, &mut got);
+                    for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            same_value(*x, *y),
+                            "{variant}: {g:?}, value {i}: {x:e} vs the twin's {y:e}"
+                        );
+                    }
+                }
+                shapes += 1;
+            }
+        }
+    }
+    assert_eq!(shapes, 6 * 13 * 5);
+    // An empty inner dimension gives zeros; a slice too short for its shape
+    // is refused before anything is read or written.
+    for (variant, kern) in variants() {
+        let g = GemmShape {
+            m: 2,
+            n: 3,
+            k: 0,
+            lda: 0,
+            ldb: 3,
+            ldc: 3,
+        };
+        let mut c = [f32::NAN; 6];
+        (kern.gemm_f32)(&g, &[], &[], &mut c);
+        assert_eq!(c, [0.0; 6], "{variant}");
+        // (A panic aborts wasm tests: checked natively.)
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let g = GemmShape {
+                m: 2,
+                n: 16,
+                k: 4,
+                lda: 4,
+                ldb: 16,
+                ldc: 16,
+            };
+            let (a, b) = (vec![1.0; 8], vec![1.0; 64]);
+            for (la, lb, lc) in [(7, 64, 32), (8, 63, 32), (8, 64, 31)] {
+                let short = std::panic::catch_unwind(|| {
+                    (kern.gemm_f32)(&g, &a[..la], &b[..lb], &mut vec![0.0; lc])
+                });
+                assert!(
+                    short.is_err(),
+                    "{variant}: gemm_f32 with {la}, {lb}, {lc} values"
+                );
+            }
+            let narrow = GemmShape { ldb: 15, ..g };
+            let short =
+                std::panic::catch_unwind(|| (kern.gemm_f32)(&narrow, &a, &b, &mut vec![0.0; 32]));
+            assert!(
+                short.is_err(),
+                "{variant}: gemm_f32 with rows narrower than the matrix"
+            );
+        }
+    }
+}
+
+/// The softmax with the polynomial exp (attention over blocks of queries)
+/// gives the scalar twin's bits on every variant, for rows around the
+/// chunk sizes (4 and 8 values) and their tails, with values spread over
+/// small and large ranges (exp's clamp included) and a NaN among them; and
+/// the twin is a softmax: within a relative 1e-6 (plus 1e-30, for exp's
+/// clamp) of one in f64 over the same f32 differences.
+#[test]
+fn softmax_poly_equals_its_twin_and_the_definition() {
+    use lamina::backend::cpu::rows;
+    let mut rng = Rng::new(43);
+    for len in [0usize, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 100, 128, 129] {
+        for spread in [0.5f32, 8.0, 200.0] {
+            let mut x: Vec<f32> = (0..len)
+                .map(|_| ((rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * spread)
+                .collect();
+            let mut want = x.clone();
+            rows::softmax_poly(&mut want);
+            // (Each value minus the maximum is rounded to f32 first, as
+            // every softmax in f32 rounds it.)
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let total: f64 = x.iter().map(|&v| ((v - max) as f64).exp()).sum();
+            for (v, w) in x.iter().zip(&want) {
+                let exact = ((*v - max) as f64).exp() / total;
+                assert!(
+                    (*w as f64 - exact).abs() <= 1e-6 * exact + 1e-30,
+                    "len {len} spread {spread}: {w:e} vs {exact:e}"
+                );
+            }
+            if len > 2 && spread == 8.0 {
+                x[len / 2] = f32::NAN;
+                want.copy_from_slice(&x);
+                rows::softmax_poly(&mut want);
+            }
+            for (variant, k) in variants() {
+                let mut got = x.clone();
+                (k.softmax_poly)(&mut got);
+                // (A NaN made by arithmetic has no set sign in wasm.)
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan(),
+                        "{variant}: len {len} spread {spread}, value {i}: {g:e} vs the twin's {w:e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// The block scales' f16 → f32 (branchless on wasm, `half` elsewhere) gives
 /// `half`'s bits for every one of the 65536 values: zeros, subnormals,
 /// normals, infinities and NaNs (quieted as `half` quiets them).

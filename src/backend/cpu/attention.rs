@@ -7,9 +7,12 @@
 //! group of heads sharing a KV head goes over all its cells, widening each
 //! row once for the group and keeping the sums in registers). The (token,
 //! group) units are split into pieces, one scratch each, kept between calls.
+//! Non-causal attention over f32 rows (encoders) goes in blocks of queries
+//! instead (`attention_blocks.rs`).
 
 use half::f16;
 
+use super::attention_blocks::Blocks;
 use super::kernels::Kernels;
 use crate::backend::ops::{AttentionArgs, CacheRows};
 use crate::error::{Error, Result};
@@ -52,15 +55,26 @@ impl AttnPiece {
     }
 }
 
+/// The attention's scratch, kept between calls.
+#[derive(Default)]
+pub(super) struct AttnScratch {
+    pieces: Vec<AttnPiece>,
+    blocks: Blocks,
+}
+
 pub(super) fn attention(
     k: &Kernels,
     workers: &Workers,
-    pieces: &mut Vec<AttnPiece>,
+    scratch: &mut AttnScratch,
     min_cells: usize,
     a: &AttentionArgs,
     out: &mut [f32],
 ) -> Result<()> {
     a.check(out.len())?;
+    if scratch.blocks.attend(k, workers, a, out) {
+        return Ok(());
+    }
+    let pieces = &mut scratch.pieces;
     let n = a.query_pos.len();
     let hd = a.head_dim;
     let units = Units::new(a, workers.n_threads());
@@ -160,7 +174,7 @@ impl Units {
 }
 
 /// Whether query token `i` sees cell `c`.
-fn sees(a: &AttentionArgs, i: usize, c: usize) -> bool {
+pub(super) fn sees(a: &AttentionArgs, i: usize, c: usize) -> bool {
     let (p, q) = (a.cell_pos[c], a.query_pos[i]);
     a.cell_seqs[c] & (1u64 << a.query_seq[i]) != 0
         && (!a.causal || p <= q)

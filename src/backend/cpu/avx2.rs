@@ -72,6 +72,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         round_f16,
         scores_f32: Some(scores_f32),
         wsum_f32: Some(wsum_f32),
+        gemm_f32,
+        softmax_poly,
         ..base
     }
 }
@@ -365,6 +367,77 @@ unsafe fn wsum_f32_impl(
         }
         *o = sum;
     }
+}
+
+fn gemm_f32(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    g.check(a.len(), b.len(), c.len());
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; every row read or written lies in its slice (checked
+    // above).
+    unsafe { gemm_f32_impl(g, a, b, c) }
+}
+
+/// `rows::gemm_f32`, four rows of `a` at a time (then fewer).
+///
+/// # Safety
+/// AVX2 (module note); the shape checked against the slices.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_f32_impl(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let mut i = 0;
+    while i < g.m {
+        let take = (g.m - i).min(4);
+        let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
+        match take {
+            4 => gemm_rows_f32::<4>(g, a, b, c),
+            3 => gemm_rows_f32::<3>(g, a, b, c),
+            2 => gemm_rows_f32::<2>(g, a, b, c),
+            _ => gemm_rows_f32::<1>(g, a, b, c),
+        }
+        i += take;
+    }
+}
+
+/// `R` rows of the product from the first rows of `a` and `c`, 16 (then 8)
+/// columns per step with one lane per output: per `p` a broadcast of
+/// `a[r][p]`, a multiply and an add, in the twin's order. The last columns
+/// (under 8) as the twin computes them.
+///
+/// # Safety
+/// AVX2 (module note); `a` and `c` hold `R` rows of the shape, `b` all `k`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn gemm_rows_f32<const R: usize>(
+    g: &super::rows::GemmShape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    let mut j = 0;
+    while j + 8 <= g.n {
+        let lanes = if j + 16 <= g.n { 2 } else { 1 };
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        for p in 0..g.k {
+            let row = bp.add(p * g.ldb + j);
+            let bv = [
+                _mm256_loadu_ps(row),
+                _mm256_loadu_ps(row.add(8 * (lanes - 1))),
+            ];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = _mm256_set1_ps(*ap.add(r * g.lda + p));
+                for (a, &bv) in acc.iter_mut().zip(&bv).take(lanes) {
+                    *a = _mm256_add_ps(*a, _mm256_mul_ps(x, bv));
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (l, a) in acc.iter().enumerate().take(lanes) {
+                _mm256_storeu_ps(cp.add(r * g.ldc + j + 8 * l), *a);
+            }
+        }
+        j += 8 * lanes;
+    }
+    super::rows::gemm_f32_columns(g, R, j, a, b, c);
 }
 
 fn widen_f16(x: &[half::f16], out: &mut [f32]) {
@@ -684,6 +757,65 @@ unsafe fn gelu8(x: __m256, table: &[half::f16], u: __m256) -> __m256 {
     _mm256_andnot_ps(low, y)
 }
 
+fn softmax_poly(x: &mut [f32]) {
+    // SAFETY: only reachable through the table built after detecting avx2,
+    // fma and f16c; the kernel loads and stores whole chunks of the slice.
+    unsafe { softmax_poly_impl(x) }
+}
+
+/// `rows::softmax_poly` eight values at a time: the maximum by `vmaxps`
+/// (which keeps the running maximum over a NaN, as the twin's comparison
+/// does; a maximum is the same whatever the order), `exp8`, each chunk's
+/// values widened to f64 and added to the eight partial sums (lane `l` is
+/// sum `l`, as value `j` goes to sum `j % 8`), the tail as the twin.
+///
+/// # Safety
+/// AVX2 (module note).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn softmax_poly_impl(x: &mut [f32]) {
+    let mut chunks = x.chunks_exact(8);
+    let mut m8 = _mm256_set1_ps(f32::NEG_INFINITY);
+    for c in &mut chunks {
+        m8 = _mm256_max_ps(_mm256_loadu_ps(c.as_ptr()), m8);
+    }
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), m8);
+    let max = lanes
+        .iter()
+        .chain(chunks.remainder())
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    let (mut lo, mut hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let full = x.len() / 8 * 8;
+    for c in x[..full].chunks_exact_mut(8) {
+        let e = exp8(_mm256_sub_ps(
+            _mm256_loadu_ps(c.as_ptr()),
+            _mm256_set1_ps(max),
+        ));
+        _mm256_storeu_ps(c.as_mut_ptr(), e);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e)));
+    }
+    let mut sums = [0f64; 8];
+    _mm256_storeu_pd(sums.as_mut_ptr(), lo);
+    _mm256_storeu_pd(sums.as_mut_ptr().add(4), hi);
+    for (j, v) in x[full..].iter_mut().enumerate() {
+        *v = super::rows::exp(*v - max);
+        sums[j] += *v as f64;
+    }
+    let inv = _mm256_set1_ps((1.0 / super::rows::sum8_f64(sums)) as f32);
+    let mut chunks = x.chunks_exact_mut(8);
+    for c in &mut chunks {
+        _mm256_storeu_ps(
+            c.as_mut_ptr(),
+            _mm256_mul_ps(_mm256_loadu_ps(c.as_ptr()), inv),
+        );
+    }
+    let inv = _mm256_cvtss_f32(inv);
+    for v in chunks.into_remainder() {
+        *v *= inv;
+    }
+}
+
 /// `rows::exp` on eight lanes, step for step (separate multiplies and adds:
 /// no fused multiply-add, so every lane equals the scalar twin).
 ///
@@ -693,7 +825,9 @@ unsafe fn gelu8(x: __m256, table: &[half::f16], u: __m256) -> __m256 {
 unsafe fn exp8(x: __m256) -> __m256 {
     use super::rows::exp_consts::*;
     let set = _mm256_set1_ps;
-    let x = _mm256_min_ps(_mm256_max_ps(x, set(LO)), set(HI));
+    // (`vmaxps`/`vminps` return their second operand when either is NaN:
+    // with `x` second, a NaN goes through, as the twin's clamp lets it.)
+    let x = _mm256_min_ps(set(HI), _mm256_max_ps(set(LO), x));
     let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm256_mul_ps(
         x,
         set(LOG2E),

@@ -46,6 +46,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         tile_f32: Some(tile_f32),
         tile_f16: Some(tile_f16),
         gemv_f16: Some(gemv_f16),
+        gemm_f32,
         ..avx2::kernels(base)
     }
 }
@@ -127,6 +128,83 @@ fn tile_f16(w: [&[f16]; 4], x: &[f32], out: &mut [f32], stride: usize, store: us
             }
         }
     });
+}
+
+fn gemm_f32(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    g.check(a.len(), b.len(), c.len());
+    // SAFETY: only reachable through the table built after detecting the
+    // features (`kernels`); every row read or written lies in its slice
+    // (checked above).
+    unsafe { gemm_f32_impl(g, a, b, c) }
+}
+
+/// `rows::gemm_f32`, four rows of `a` at a time (then fewer).
+///
+/// # Safety
+/// The CPU must have the features `detected` checks; the shape checked
+/// against the slices.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_f32_impl(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let mut i = 0;
+    while i < g.m {
+        let take = (g.m - i).min(4);
+        let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
+        match take {
+            4 => gemm_rows_f32::<4>(g, a, b, c),
+            3 => gemm_rows_f32::<3>(g, a, b, c),
+            2 => gemm_rows_f32::<2>(g, a, b, c),
+            _ => gemm_rows_f32::<1>(g, a, b, c),
+        }
+        i += take;
+    }
+}
+
+/// `R` rows of the product from the first rows of `a` and `c`, 32 (then 16)
+/// columns per step with one lane per output: per `p` a broadcast of
+/// `a[r][p]`, a multiply and an add, in the twin's order. The last columns
+/// (under 16) go through masked loads and stores, which touch no value
+/// outside the mask.
+///
+/// # Safety
+/// The CPU must have the features `detected` checks; `a` and `c` hold `R`
+/// rows of the shape, `b` all `k`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn gemm_rows_f32<const R: usize>(
+    g: &super::rows::GemmShape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    let mut j = 0;
+    while j < g.n {
+        let left = g.n - j;
+        let lanes = if left >= 32 { 2 } else { 1 };
+        // Every lane of the first vector, and of the second where there is
+        // one; under 16 columns, the first `left` lanes.
+        let mask: __mmask16 = if left >= 16 { !0 } else { (1u16 << left) - 1 };
+        let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        for p in 0..g.k {
+            let row = bp.add(p * g.ldb + j);
+            let bv = [
+                _mm512_maskz_loadu_ps(mask, row),
+                _mm512_maskz_loadu_ps(mask, row.add(16 * (lanes - 1))),
+            ];
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = _mm512_set1_ps(*ap.add(r * g.lda + p));
+                for (a, &bv) in acc.iter_mut().zip(&bv).take(lanes) {
+                    *a = _mm512_add_ps(*a, _mm512_mul_ps(x, bv));
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (l, a) in acc.iter().enumerate().take(lanes) {
+                _mm512_mask_storeu_ps(cp.add(r * g.ldc + j + 16 * l), mask, *a);
+            }
+        }
+        j += (16 * lanes).min(left);
+    }
 }
 
 fn gemv_f16(w: &[f16], x: &[f32], out: &mut [f32]) {

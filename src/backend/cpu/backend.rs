@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::attention::{self, AttnPiece};
+use super::attention::{self, AttnScratch};
 use super::kernels::Kernels;
 use super::matmul;
 use super::rows;
@@ -19,7 +19,7 @@ pub struct CpuBackend {
     kernels: Kernels,
     workers: Arc<Workers>,
     products: matmul::Scratch,
-    attn: Vec<AttnPiece>,
+    attn: AttnScratch,
     /// Cached positions attention is sized for (`reserve`).
     max_cells: usize,
     /// Gated DeltaNet's per-head outputs (grown on first use).
@@ -109,7 +109,7 @@ impl CpuBackend {
             kernels,
             workers: Arc::new(Workers::new(n_threads)?),
             products: matmul::Scratch::default(),
-            attn: Vec::new(),
+            attn: AttnScratch::default(),
             max_cells: 0,
             delta_net: Vec::new(),
             inline: Workers::new(1)?,

@@ -74,6 +74,8 @@ pub type CausalConvFn = fn(&[f32], &[f32], &[f32], &mut [f32]);
 pub type CachedRowsFn = fn(&[f16], usize, usize, &[u32], &[f32], &mut [f32]);
 /// The same over cached f32 rows: `rows::scores_f32` and `rows::wsum_f32`.
 pub type CachedRowsF32Fn = fn(&[f32], usize, usize, &[u32], &[f32], &mut [f32]);
+/// A product of f32 matrices, `rows::gemm_f32` (every variant bit for bit).
+pub type GemmF32Fn = fn(&rows::GemmShape, &[f32], &[f32], &mut [f32]);
 /// `CachedRowsFn` for several query heads that share the cached rows (one
 /// KV head): the heads' queries or per-cell values back to back, and their
 /// outputs back to back, each head's equal bit for bit to a single-head
@@ -172,6 +174,11 @@ pub struct Kernels {
     /// The weighted sum of cached f32 V rows, where a variant has one; else
     /// an `axpy_f32` per cell.
     pub wsum_f32: Option<CachedRowsF32Fn>,
+    /// f32 matrix products (attention over blocks of queries).
+    pub gemm_f32: GemmF32Fn,
+    /// A row's softmax with the polynomial exp (`rows::softmax_poly`, every
+    /// variant bit for bit; attention over blocks of queries).
+    pub softmax_poly: fn(&mut [f32]),
     /// f16 values to f32 (exact, so every variant gives the same bits);
     /// the slices must have the same length.
     pub widen_f16: fn(&[f16], &mut [f32]),
@@ -234,6 +241,8 @@ impl Kernels {
             round_f16: rows::round_f16,
             scores_f32: None,
             wsum_f32: None,
+            gemm_f32: rows::gemm_f32,
+            softmax_poly: rows::softmax_poly,
             gelu: rows::gelu,
             gelu_mul: rows::gelu_mul,
             scores_f16: rows::scores_f16,

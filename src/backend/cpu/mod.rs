@@ -3,6 +3,7 @@
 //! that runs every op with the selected variant's kernels.
 
 mod attention;
+mod attention_blocks;
 mod backend;
 pub mod features;
 // The SIMD group kernels' frame (x86 and aarch64 have group kernels).

@@ -53,6 +53,8 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         delta_net_columns,
         causal_conv,
         silu_mul,
+        gemm_f32,
+        softmax_poly,
         ..base
     }
 }
@@ -456,6 +458,68 @@ fn wsum_f16_heads(
     }
 }
 
+fn gemm_f32(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    g.check(a.len(), b.len(), c.len());
+    let mut i = 0;
+    while i < g.m {
+        let take = (g.m - i).min(4);
+        let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
+        // SAFETY: NEON is part of every AArch64 CPU; `a` and `c` start at
+        // row `i` of shapes checked above, so they hold `take` rows.
+        unsafe {
+            match take {
+                4 => gemm_rows_f32::<4>(g, a, b, c),
+                3 => gemm_rows_f32::<3>(g, a, b, c),
+                2 => gemm_rows_f32::<2>(g, a, b, c),
+                _ => gemm_rows_f32::<1>(g, a, b, c),
+            }
+        }
+        i += take;
+    }
+}
+
+/// `R` rows of `rows::gemm_f32` from the first rows of `a` and `c`: 16
+/// columns per step (then 4), one lane per output, per `p` a multiply by
+/// `a[r][p]` and an add (not FMLA), in the twin's order; the last columns
+/// (under 4) as the twin computes them.
+///
+/// # Safety
+/// NEON only; `a` and `c` hold `R` rows of the shape, `b` all `k`.
+#[inline]
+unsafe fn gemm_rows_f32<const R: usize>(
+    g: &super::rows::GemmShape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    let (ap, bp, cp) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    let mut j = 0;
+    while j + 4 <= g.n {
+        let vecs = if j + 16 <= g.n { 4 } else { 1 };
+        let mut acc = [[vdupq_n_f32(0.0); 4]; R];
+        for p in 0..g.k {
+            let row = bp.add(p * g.ldb + j);
+            let mut bv = [vdupq_n_f32(0.0); 4];
+            for (v, b) in bv.iter_mut().enumerate().take(vecs) {
+                *b = vld1q_f32(row.add(4 * v));
+            }
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = vdupq_n_f32(*ap.add(r * g.lda + p));
+                for (a, &bv) in acc.iter_mut().zip(&bv).take(vecs) {
+                    *a = vaddq_f32(*a, vmulq_f32(x, bv));
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (v, a) in acc.iter().enumerate().take(vecs) {
+                vst1q_f32(cp.add(r * g.ldc + j + 4 * v), *a);
+            }
+        }
+        j += 4 * vecs;
+    }
+    super::rows::gemm_f32_columns(g, R, j, a, b, c);
+}
+
 fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
     // SAFETY: NEON is part of every AArch64 CPU; lengths checked above.
@@ -656,6 +720,65 @@ unsafe fn silu_mul_impl(gate: &mut [f32], up: &[f32]) {
         vst1q_f32(g.as_mut_ptr(), vmulq_f32(silu, vld1q_f32(u.as_ptr())));
     }
     super::rows::silu_mul(gs.into_remainder(), us.remainder());
+}
+
+fn softmax_poly(x: &mut [f32]) {
+    // SAFETY: NEON is part of every AArch64 CPU; the kernel loads and stores
+    // whole chunks of the slice.
+    unsafe { softmax_poly_impl(x) }
+}
+
+/// `rows::softmax_poly` eight values at a time: the maximum by FMAXNM
+/// (which keeps the running maximum over a NaN, as the twin's comparison
+/// does; a maximum is the same whatever the order), `exp4`, each chunk's
+/// values widened to f64 and added to the eight partial sums (two per
+/// register, in lane order, as value `j` goes to sum `j % 8`), the tail as
+/// the twin.
+///
+/// # Safety
+/// NEON only.
+unsafe fn softmax_poly_impl(x: &mut [f32]) {
+    let mut chunks = x.chunks_exact(4);
+    let mut m4 = vdupq_n_f32(f32::NEG_INFINITY);
+    for c in &mut chunks {
+        m4 = vmaxnmq_f32(m4, vld1q_f32(c.as_ptr()));
+    }
+    let mut lanes = [0f32; 4];
+    vst1q_f32(lanes.as_mut_ptr(), m4);
+    let max = lanes
+        .iter()
+        .chain(chunks.remainder())
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    let maxv = vdupq_n_f32(max);
+    let mut acc = [vdupq_n_f64(0.0); 4];
+    let full = x.len() / 8 * 8;
+    for c in x[..full].chunks_exact_mut(8) {
+        let e0 = exp4(vsubq_f32(vld1q_f32(c.as_ptr()), maxv));
+        let e1 = exp4(vsubq_f32(vld1q_f32(c.as_ptr().add(4)), maxv));
+        vst1q_f32(c.as_mut_ptr(), e0);
+        vst1q_f32(c.as_mut_ptr().add(4), e1);
+        acc[0] = vaddq_f64(acc[0], vcvt_f64_f32(vget_low_f32(e0)));
+        acc[1] = vaddq_f64(acc[1], vcvt_high_f64_f32(e0));
+        acc[2] = vaddq_f64(acc[2], vcvt_f64_f32(vget_low_f32(e1)));
+        acc[3] = vaddq_f64(acc[3], vcvt_high_f64_f32(e1));
+    }
+    let mut sums = [0f64; 8];
+    for (i, a) in acc.iter().enumerate() {
+        vst1q_f64(sums.as_mut_ptr().add(2 * i), *a);
+    }
+    for (j, v) in x[full..].iter_mut().enumerate() {
+        *v = super::rows::exp(*v - max);
+        sums[j] += *v as f64;
+    }
+    let inv = (1.0 / super::rows::sum8_f64(sums)) as f32;
+    let invv = vdupq_n_f32(inv);
+    let mut chunks = x.chunks_exact_mut(4);
+    for c in &mut chunks {
+        vst1q_f32(c.as_mut_ptr(), vmulq_f32(vld1q_f32(c.as_ptr()), invv));
+    }
+    for v in chunks.into_remainder() {
+        *v *= inv;
+    }
 }
 
 /// `rows::exp` on four lanes, step for step (separate multiplies and adds:

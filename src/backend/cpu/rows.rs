@@ -1,8 +1,9 @@
 //! Row operations in ggml's numerics, the scalar twins of the variants'
 //! element-wise kernels: RMSNorm and LayerNorm (sums in f64), RoPE (angles by
 //! ggml's recurrence), SwiGLU (with a polynomial exp every SIMD twin
-//! repeats), GELU through ggml's f16 table, and the attention's scores and
-//! weighted sums over cached rows.
+//! repeats), GELU through ggml's f16 table, the attention's scores and
+//! weighted sums over cached rows, and the f32 products and softmax of
+//! attention over blocks of queries.
 
 use half::f16;
 
@@ -384,6 +385,34 @@ pub fn soft_max(x: &mut [f32]) {
     }
 }
 
+/// Softmax of one row in place with the polynomial `exp`, in the steps a
+/// SIMD kernel can repeat lane by lane: the row's maximum (NaNs skipped),
+/// exp of each value minus it, the values' sum in f64 as eight partial sums
+/// (value `j` to sum `j % 8`, combined by `sum8_f64`), then every value times
+/// the sum's inverse. ggml's CPU softmax also takes a SIMD exp and adds
+/// vector lanes before its f64 sum; this is its order for eight lanes.
+pub fn softmax_poly(x: &mut [f32]) {
+    let max = x
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+    let mut sums = [0f64; 8];
+    for (j, v) in x.iter_mut().enumerate() {
+        *v = exp(*v - max);
+        sums[j % 8] += *v as f64;
+    }
+    let inv = (1.0 / sum8_f64(sums)) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// The eight partial sums of `softmax_poly` added as vector halves are:
+/// lanes `i` and `i + 4`, then `i` and `i + 2`, then the last two.
+pub(super) fn sum8_f64(s: [f64; 8]) -> f64 {
+    let t = [s[0] + s[4], s[1] + s[5], s[2] + s[6], s[3] + s[7]];
+    (t[0] + t[2]) + (t[1] + t[3])
+}
+
 /// One token of a causal depthwise convolution (shapes checked by the
 /// caller): `taps` holds `len` rows of `n` (row `k`: every channel's `k`-th
 /// tap, oldest first), `state` the last `len - 1` inputs (rows of `n`,
@@ -666,6 +695,100 @@ pub fn axpy_f32(p: f32, v: &[f32], out: &mut [f32]) {
     super::scalar::check_axpy(v, out);
     for (o, &x) in out.iter_mut().zip(v) {
         *o += p * x;
+    }
+}
+
+/// The shape of a product `c = a · b` of row-major f32 matrices, each row
+/// `ld*` values after the one before it: `a` is `m × k`, `b` is `k × n`, `c`
+/// is `m × n`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GemmShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+}
+
+impl GemmShape {
+    /// Panics unless every row is at least as long as the matrix is wide
+    /// and every row the product reads or writes lies inside its slice: the
+    /// kernels then index with no further check.
+    #[track_caller]
+    pub fn check(&self, a: usize, b: usize, c: usize) {
+        let &GemmShape {
+            m,
+            n,
+            k,
+            lda,
+            ldb,
+            ldc,
+        } = self;
+        // Values from the first row's start to the last row's end.
+        let span = |rows: usize, ld: usize, cols: usize| match (rows, cols) {
+            (0, _) | (_, 0) => Some(0),
+            _ => (rows - 1).checked_mul(ld).and_then(|s| s.checked_add(cols)),
+        };
+        assert!(
+            lda >= k && ldb >= n && ldc >= n,
+            "gemm_f32: rows of {lda}, {ldb}, {ldc} for a {m}×{k} by {k}×{n} product"
+        );
+        for (what, len, need) in [
+            ("a", a, span(m, lda, k)),
+            ("b", b, span(k, ldb, n)),
+            ("c", c, span(m, ldc, n)),
+        ] {
+            assert!(
+                need.is_some_and(|need| need <= len),
+                "gemm_f32: {what} holds {len} values, too few for a {m}×{k} by {k}×{n} product"
+            );
+        }
+    }
+}
+
+/// `c = a · b` (shapes as `GemmShape`): each output summed from zero over
+/// `p = 0..k` in order, one multiply and one add per step (no fused
+/// multiply-add), so a SIMD kernel that keeps one lane per output and takes
+/// the same steps gives the same bits. Used by attention over many queries,
+/// where `a` is a head's queries or weights and `b` its keys (transposed)
+/// or values.
+pub fn gemm_f32(g: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+    g.check(a.len(), b.len(), c.len());
+    for i in 0..g.m {
+        let row = &mut c[i * g.ldc..][..g.n];
+        row.fill(0.0);
+        for p in 0..g.k {
+            let x = a[i * g.lda + p];
+            for (o, &y) in row.iter_mut().zip(&b[p * g.ldb..][..g.n]) {
+                *o += x * y;
+            }
+        }
+    }
+}
+
+/// Columns `from..n` of the first `rows` rows of `gemm_f32` (the columns
+/// past a SIMD kernel's last whole vector), each summed as the twin sums.
+#[cfg_attr(
+    all(target_family = "wasm", not(target_feature = "simd128")),
+    allow(dead_code)
+)] // (only SIMD variants have a last vector)
+pub(super) fn gemm_f32_columns(
+    g: &GemmShape,
+    rows: usize,
+    from: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    for r in 0..rows {
+        for j in from..g.n {
+            let mut sum = 0.0f32;
+            for p in 0..g.k {
+                sum += a[r * g.lda + p] * b[p * g.ldb + j];
+            }
+            c[r * g.ldc + j] = sum;
+        }
     }
 }
 

@@ -59,8 +59,65 @@ mod imp {
             silu_mul,
             delta_net_columns,
             causal_conv,
+            gemm_f32,
+            softmax_poly,
             ..base
         }
+    }
+
+    /// `rows::gemm_f32`, four rows of `a` at a time (then fewer).
+    fn gemm_f32(g: &crate::backend::cpu::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
+        g.check(a.len(), b.len(), c.len());
+        let mut i = 0;
+        while i < g.m {
+            let take = (g.m - i).min(4);
+            let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
+            match take {
+                4 => gemm_rows_f32::<4>(g, a, b, c),
+                3 => gemm_rows_f32::<3>(g, a, b, c),
+                2 => gemm_rows_f32::<2>(g, a, b, c),
+                _ => gemm_rows_f32::<1>(g, a, b, c),
+            }
+            i += take;
+        }
+    }
+
+    /// `R` rows of the product from the first rows of `a` and `c`: 16
+    /// columns per step (then 4), one lane per output, per `p` a multiply by
+    /// `a[r][p]` and an add in the twin's order; the last columns (under 4)
+    /// as the twin computes them. Loads and stores are bounds-checked slices.
+    #[inline(always)]
+    fn gemm_rows_f32<const R: usize>(
+        g: &crate::backend::cpu::rows::GemmShape,
+        a: &[f32],
+        b: &[f32],
+        c: &mut [f32],
+    ) {
+        let mut j = 0;
+        while j + 4 <= g.n {
+            let vecs = if j + 16 <= g.n { 4 } else { 1 };
+            let mut acc = [[f32x4_splat(0.0); 4]; R];
+            for p in 0..g.k {
+                let row = &b[p * g.ldb + j..];
+                let mut bv = [f32x4_splat(0.0); 4];
+                for (v, b) in bv.iter_mut().enumerate().take(vecs) {
+                    *b = load16(&row[4 * v..]);
+                }
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let x = f32x4_splat(a[r * g.lda + p]);
+                    for (a, &bv) in acc.iter_mut().zip(&bv).take(vecs) {
+                        *a = f32x4_add(*a, f32x4_mul(x, bv));
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                for (v, &a) in acc.iter().enumerate().take(vecs) {
+                    store16(&mut c[r * g.ldc + j + 4 * v..], a);
+                }
+            }
+            j += 4 * vecs;
+        }
+        crate::backend::cpu::rows::gemm_f32_columns(g, R, j, a, b, c);
     }
 
     /// `rows::causal_conv_sums` four channels at a time: a register starts
@@ -190,6 +247,63 @@ mod imp {
             ]);
         }
         crate::backend::cpu::rows::silu_mul(gs.into_remainder(), us.remainder());
+    }
+
+    /// `rows::softmax_poly` eight values at a time: the maximum by
+    /// `f32x4_pmax` (which keeps the running maximum over a NaN, as the
+    /// twin's comparison does; a maximum is the same whatever the order),
+    /// `exp4`, each chunk's values widened to f64 and added to the eight
+    /// partial sums (two per register, in lane order, as value `j` goes to
+    /// sum `j % 8`), the tail as the twin.
+    fn softmax_poly(x: &mut [f32]) {
+        use crate::backend::cpu::rows;
+        let mut chunks = x.chunks_exact(4);
+        let mut m4 = f32x4_splat(f32::NEG_INFINITY);
+        for c in &mut chunks {
+            m4 = f32x4_pmax(m4, load16(c));
+        }
+        let max = [
+            f32x4_extract_lane::<0>(m4),
+            f32x4_extract_lane::<1>(m4),
+            f32x4_extract_lane::<2>(m4),
+            f32x4_extract_lane::<3>(m4),
+        ]
+        .iter()
+        .chain(chunks.remainder())
+        .fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+        let maxv = f32x4_splat(max);
+        let mut acc = [f64x2_splat(0.0); 4];
+        let full = x.len() / 8 * 8;
+        for c in x[..full].chunks_exact_mut(8) {
+            let e0 = exp4(f32x4_sub(load16(&c[..4]), maxv));
+            let e1 = exp4(f32x4_sub(load16(&c[4..]), maxv));
+            store16(&mut c[..4], e0);
+            store16(&mut c[4..], e1);
+            // (The high pair moved down, then widened.)
+            let high = |v: v128| f64x2_promote_low_f32x4(i64x2_shuffle::<1, 1>(v, v));
+            acc[0] = f64x2_add(acc[0], f64x2_promote_low_f32x4(e0));
+            acc[1] = f64x2_add(acc[1], high(e0));
+            acc[2] = f64x2_add(acc[2], f64x2_promote_low_f32x4(e1));
+            acc[3] = f64x2_add(acc[3], high(e1));
+        }
+        let mut sums = [0f64; 8];
+        for (i, a) in acc.iter().enumerate() {
+            sums[2 * i] = f64x2_extract_lane::<0>(*a);
+            sums[2 * i + 1] = f64x2_extract_lane::<1>(*a);
+        }
+        for (j, v) in x[full..].iter_mut().enumerate() {
+            *v = rows::exp(*v - max);
+            sums[j] += *v as f64;
+        }
+        let inv = (1.0 / rows::sum8_f64(sums)) as f32;
+        let invv = f32x4_splat(inv);
+        let mut chunks = x.chunks_exact_mut(4);
+        for c in &mut chunks {
+            store16(c, f32x4_mul(load16(c), invv));
+        }
+        for v in chunks.into_remainder() {
+            *v *= inv;
+        }
     }
 
     /// `rows::exp` on four lanes, step for step (wasm has no fused
