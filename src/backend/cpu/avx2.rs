@@ -370,31 +370,12 @@ unsafe fn wsum_f32_impl(
 }
 
 fn gemm_f32(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    g.check(a.len(), b.len(), c.len());
-    // SAFETY: only reachable through the table built after detecting avx2,
-    // fma and f16c; every row read or written lies in its slice (checked
-    // above).
-    unsafe { gemm_f32_impl(g, a, b, c) }
-}
-
-/// `rows::gemm_f32`, four rows of `a` at a time (then fewer).
-///
-/// # Safety
-/// AVX2 (module note); the shape checked against the slices.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn gemm_f32_impl(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let mut i = 0;
-    while i < g.m {
-        let take = (g.m - i).min(4);
-        let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
-        match take {
-            4 => gemm_rows_f32::<4>(g, a, b, c),
-            3 => gemm_rows_f32::<3>(g, a, b, c),
-            2 => gemm_rows_f32::<2>(g, a, b, c),
-            _ => gemm_rows_f32::<1>(g, a, b, c),
-        }
-        i += take;
-    }
+    super::rows::gemm_f32_in_row_groups(g, a, b, c, |take, a, c| {
+        // SAFETY: only reachable through the table built after detecting
+        // avx2, fma and f16c; the frame checked the shape, and `a` and `c`
+        // start at a group of `take` rows of it.
+        unsafe { by_take!(take, gemm_rows_f32(g, a, b, c)) }
+    });
 }
 
 /// `R` rows of the product from the first rows of `a` and `c`, 16 (then 8)

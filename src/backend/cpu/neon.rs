@@ -7,6 +7,7 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+use super::group_tiles::by_take;
 use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
@@ -459,23 +460,11 @@ fn wsum_f16_heads(
 }
 
 fn gemm_f32(g: &super::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-    g.check(a.len(), b.len(), c.len());
-    let mut i = 0;
-    while i < g.m {
-        let take = (g.m - i).min(4);
-        let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
-        // SAFETY: NEON is part of every AArch64 CPU; `a` and `c` start at
-        // row `i` of shapes checked above, so they hold `take` rows.
-        unsafe {
-            match take {
-                4 => gemm_rows_f32::<4>(g, a, b, c),
-                3 => gemm_rows_f32::<3>(g, a, b, c),
-                2 => gemm_rows_f32::<2>(g, a, b, c),
-                _ => gemm_rows_f32::<1>(g, a, b, c),
-            }
-        }
-        i += take;
-    }
+    super::rows::gemm_f32_in_row_groups(g, a, b, c, |take, a, c| {
+        // SAFETY: NEON is part of every AArch64 CPU; the frame checked the
+        // shape, and `a` and `c` start at a group of `take` rows of it.
+        unsafe { by_take!(take, gemm_rows_f32(g, a, b, c)) }
+    });
 }
 
 /// `R` rows of `rows::gemm_f32` from the first rows of `a` and `c`: 16

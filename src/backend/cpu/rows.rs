@@ -767,6 +767,29 @@ pub fn gemm_f32(g: &GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
     }
 }
 
+/// The frame of the SIMD `gemm_f32` kernels: checks the shape against the
+/// slices, then hands `rows(take, a, c)` each group of up to four rows of
+/// `a` and `c` (`take` of them, from the group's first row on).
+#[cfg_attr(
+    all(target_family = "wasm", not(target_feature = "simd128")),
+    allow(dead_code)
+)] // (only SIMD variants group rows)
+pub(super) fn gemm_f32_in_row_groups(
+    g: &GemmShape,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    mut rows: impl FnMut(usize, &[f32], &mut [f32]),
+) {
+    g.check(a.len(), b.len(), c.len());
+    let mut i = 0;
+    while i < g.m {
+        let take = (g.m - i).min(4);
+        rows(take, &a[i * g.lda..], &mut c[i * g.ldc..]);
+        i += take;
+    }
+}
+
 /// Columns `from..n` of the first `rows` rows of `gemm_f32` (the columns
 /// past a SIMD kernel's last whole vector), each summed as the twin sums.
 #[cfg_attr(

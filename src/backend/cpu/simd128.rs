@@ -67,19 +67,9 @@ mod imp {
 
     /// `rows::gemm_f32`, four rows of `a` at a time (then fewer).
     fn gemm_f32(g: &crate::backend::cpu::rows::GemmShape, a: &[f32], b: &[f32], c: &mut [f32]) {
-        g.check(a.len(), b.len(), c.len());
-        let mut i = 0;
-        while i < g.m {
-            let take = (g.m - i).min(4);
-            let (a, c) = (&a[i * g.lda..], &mut c[i * g.ldc..]);
-            match take {
-                4 => gemm_rows_f32::<4>(g, a, b, c),
-                3 => gemm_rows_f32::<3>(g, a, b, c),
-                2 => gemm_rows_f32::<2>(g, a, b, c),
-                _ => gemm_rows_f32::<1>(g, a, b, c),
-            }
-            i += take;
-        }
+        crate::backend::cpu::rows::gemm_f32_in_row_groups(g, a, b, c, |take, a, c| {
+            by_take!(take, gemm_rows_f32(g, a, b, c))
+        });
     }
 
     /// `R` rows of the product from the first rows of `a` and `c`: 16
