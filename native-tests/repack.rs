@@ -531,6 +531,204 @@ mod q8_0_groups {
     }
 }
 
+mod q4_1_groups {
+    //! Repacked Q4_1: eight interleaved rows per group, for variants with a
+    //! group kernel. Every variant's group kernel equals the scalar one bit
+    //! for bit (exact integer sums, one FMA per block for them and one for
+    //! the minimums' terms); the scalar one and row-by-row `vec_dot` are
+    //! both within rounding of the product in f64 (|difference| <= 1e-4 +
+    //! 1e-5 × the sum of the blocks' terms' magnitudes: the minimums' terms
+    //! cancel much of the rest, so a result can be far smaller than its
+    //! terms); the rows past the last group go through the variant's own
+    //! `vec_dot`.
+
+    use super::supported_kernels;
+    use crate::common::{ggml_test_values, Rng};
+    use lamina::backend::cpu::repack_q4_1::{self, RepackedQ4_1};
+    use lamina::backend::cpu::Kernels;
+    use lamina::tensor::blocks::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    fn q4_1(x: &[f32]) -> Vec<BlockQ4_1> {
+        let mut out = vec![BlockQ4_1::zeroed(); x.len() / QK];
+        lamina::tensor::quants::q4_1::quantize(x, &mut out);
+        out
+    }
+
+    fn q8_1(x: &[f32]) -> Vec<BlockQ8_1> {
+        let mut out = vec![BlockQ8_1::zeroed(); x.len() / QK];
+        lamina::tensor::quants::q8_1::quantize(x, &mut out);
+        out
+    }
+
+    /// The scalar table with the scalar group kernel, and every supported
+    /// variant's table that has a group kernel.
+    fn tables() -> Vec<Kernels> {
+        let mut scalar = Kernels::scalar();
+        scalar.gemm_q4_1_x8 = Some(repack_q4_1::gemm_q4_1_x8);
+        let mut all = vec![scalar];
+        all.extend(
+            supported_kernels()
+                .into_iter()
+                .filter(|k| k.gemm_q4_1_x8.is_some()),
+        );
+        all
+    }
+
+    fn product(
+        k: &Kernels,
+        packed: &RepackedQ4_1,
+        x: &[BlockQ8_1],
+        n: usize,
+        rows: std::ops::Range<usize>,
+    ) -> Vec<f32> {
+        let mut out = vec![f32::NAN; n * rows.len()];
+        packed.product_rows(k, x, n, rows, &mut out).unwrap();
+        out
+    }
+
+    /// A row's product in f64 from the blocks' terms d(w)·d(a)·Σ q·a and
+    /// m·s (each exact in f64), and the sum of the terms' magnitudes: the
+    /// minimums' terms largely cancel the others, so rounding is relative
+    /// to the terms, not to the result.
+    fn definition(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> (f64, f64) {
+        let (mut sum, mut magnitude) = (0f64, 0f64);
+        for (b, y) in w.iter().zip(x) {
+            let dot: i32 = (0..QK)
+                .map(|j| {
+                    let q = if j < 16 {
+                        b.qs[j] & 0x0F
+                    } else {
+                        b.qs[j - 16] >> 4
+                    };
+                    q as i32 * y.qs[j] as i32
+                })
+                .sum();
+            let terms = [
+                b.d.to_f64() * y.d.to_f64() * dot as f64,
+                b.m.to_f64() * y.s.to_f64(),
+            ];
+            sum += terms[0] + terms[1];
+            magnitude += terms[0].abs() + terms[1].abs();
+        }
+        (sum, magnitude)
+    }
+
+    #[test]
+    fn products_match_the_scalar_kernel_and_vec_dot() {
+        let scalar = Kernels::scalar();
+        let tables = tables();
+        let mut rng = Rng::new(11);
+        for rows in [8usize, 13, 16] {
+            for cols in [32usize, 576] {
+                for n in [1usize, 3, 4, 6] {
+                    let w = q4_1(&ggml_test_values(rng.next_u64(), rows * cols));
+                    let x = q8_1(&ggml_test_values(rng.next_u64(), n * cols));
+                    let packed = RepackedQ4_1::new(&w, rows, cols).unwrap();
+                    let per_row = cols / QK;
+                    let whole = rows / 8 * 8;
+                    let twin = product(&tables[0], &packed, &x, n, 0..rows);
+                    for i in 0..n {
+                        let xi = &x[i * per_row..(i + 1) * per_row];
+                        for r in 0..rows {
+                            let wr = &w[r * per_row..(r + 1) * per_row];
+                            let (exact, magnitude) = definition(wr, xi);
+                            let tolerance = 1e-4 + 1e-5 * magnitude;
+                            for (what, got) in [
+                                ("twin", twin[i * rows + r]),
+                                ("vec_dot", (scalar.vec_dot_q4_1_q8_1)(wr, xi)),
+                            ] {
+                                assert!(
+                                    (got as f64 - exact).abs() <= tolerance,
+                                    "{what} rows={rows} cols={cols} n={n} act {i} row {r}: {got} vs {exact}"
+                                );
+                            }
+                        }
+                    }
+                    for k in &tables {
+                        for start in (0..rows).step_by(8) {
+                            for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
+                                let len = end - start;
+                                let out = product(k, &packed, &x, n, start..end);
+                                for i in 0..n {
+                                    let xi = &x[i * per_row..(i + 1) * per_row];
+                                    for r in start..end {
+                                        let wr = &w[r * per_row..(r + 1) * per_row];
+                                        let want = if r < whole {
+                                            twin[i * rows + r]
+                                        } else {
+                                            (k.vec_dot_q4_1_q8_1)(wr, xi)
+                                        };
+                                        let got = out[i * len + r - start];
+                                        assert_eq!(
+                                            got.to_bits(),
+                                            want.to_bits(),
+                                            "{} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}",
+                                            k.variant
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_values_stay_exact() {
+        // Nibbles at 15 and 0 against activations at 127 and -128: the
+        // 16-bit pair sums at their largest. Scales of 1 and minimums of 1
+        // against an activation `s` of 2 keep the float steps exact: each
+        // result is the integer sum plus 2 per block.
+        let cols = 64;
+        for k in &tables() {
+            for xv in [127i8, -128] {
+                let mut w = q4_1(&ggml_test_values(3, 8 * cols));
+                for (i, b) in w.iter_mut().enumerate() {
+                    b.d = half::f16::ONE;
+                    b.m = half::f16::ONE;
+                    b.qs = std::array::from_fn(|j| if (i + j) % 5 == 0 { 0xF0 } else { 0xFF });
+                }
+                let mut x = q8_1(&ggml_test_values(4, cols));
+                for b in x.iter_mut() {
+                    b.d = half::f16::ONE;
+                    b.s = half::f16::from_f32(2.0);
+                    b.qs = [xv; QK];
+                }
+                let packed = RepackedQ4_1::new(&w, 8, cols).unwrap();
+                let out = product(k, &packed, &x, 1, 0..8);
+                for (r, got) in out.iter().enumerate() {
+                    let nibbles: i32 = w[r * 2..r * 2 + 2]
+                        .iter()
+                        .flat_map(|b| b.qs)
+                        .map(|q| (q & 0x0F) as i32 + (q >> 4) as i32)
+                        .sum();
+                    let want = nibbles * xv as i32 + 2 * 2;
+                    assert_eq!(*got, want as f32, "{} row {r} activations {xv}", k.variant);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        let w = q4_1(&ggml_test_values(5, 8 * 64));
+        let x = q8_1(&ggml_test_values(6, 64));
+        assert!(RepackedQ4_1::new(&w, 8, 48).is_err());
+        assert!(RepackedQ4_1::new(&w[..15], 8, 64).is_err());
+        let packed = RepackedQ4_1::new(&w, 8, 64).unwrap();
+        let k = Kernels::scalar();
+        let mut out = [0.0; 8];
+        assert!(packed.product_rows(&k, &x[..1], 1, 0..8, &mut out).is_err());
+        assert!(packed.product_rows(&k, &x, 1, 0..4, &mut out[..4]).is_err());
+        assert!(packed.product_rows(&k, &x, 1, 0..9, &mut out).is_err());
+        assert!(packed.product_rows(&k, &x, 2, 0..8, &mut out).is_err());
+    }
+}
+
 /// The tests of a k-quant whose rows are interleaved eight at a time, for
 /// variants with a group kernel: exact integer sums and `vec_dot`'s float
 /// combination, so every result equals the scalar `vec_dot` of its row bit

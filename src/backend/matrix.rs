@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::backend::cpu::repack::RepackedQ4_0;
+use crate::backend::cpu::repack_q4_1::RepackedQ4_1;
 use crate::backend::cpu::repack_q4_k::RepackedQ4K;
 use crate::backend::cpu::repack_q5_0::RepackedQ5_0;
 use crate::backend::cpu::repack_q6_k::RepackedQ6K;
@@ -59,6 +60,7 @@ pub(crate) enum Repacked {
     Q4K(RepackedQ4K),
     Q6K(RepackedQ6K),
     Q8_0(RepackedQ8_0),
+    Q4_1(RepackedQ4_1),
 }
 
 /// A weight matrix bound to a device.
@@ -145,6 +147,7 @@ impl Matrix {
             Storage::Repacked(Repacked::Q4K(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q6K(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q8_0(p)) => p.size_bytes(),
+            Storage::Repacked(Repacked::Q4_1(p)) => p.size_bytes(),
         }
     }
 }

@@ -9,6 +9,7 @@ use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::repack::BlockQ4_0x8;
+use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
@@ -58,6 +59,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
+        gemm_q4_1_x8: Some(gemm_q4_1_x8),
         scores_f16,
         wsum_f16,
         scores_f16_heads: Some(scores_f16_heads),
@@ -1129,6 +1131,12 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
         unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
     });
 }
+fn gemm_q4_1_x8(group: &[BlockQ4_1x8], x: &[BlockQ8_1], n: usize, out: &mut [f32], stride: usize) {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+        // SAFETY: as in `gemm_q4_k_x8`.
+        unsafe { by_take!(take, gemm_tile_q4_1_x8(group, xs, res)) }
+    });
+}
 fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
     super::scalar::check_dot(x, y);
     // SAFETY: only reachable through the table built after detecting avx2,
@@ -2195,6 +2203,65 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
     }
     for (j, a) in acc.iter().enumerate() {
         _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q4_1 rows times `A` (1..=4) activation rows: each weight
+/// block is loaded and unpacked once for all of them to its nibbles, which
+/// `maddubs` takes against the signed activations as `gemm_tile_x8i8` does
+/// (pairs summed in 16 bits: |sum| <= 4·15·128 < 2^15), so each row's block
+/// sum Σ q·a is exact. It is added with one FMA by d(w)·d(a), and the
+/// minimum's term m·s with one FMA into a second sum, as the scalar twin
+/// `repack_q4_1::gemm_q4_1_x8` does: the results equal it bit for bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_k_x8`.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gemm_tile_q4_1_x8<const A: usize>(
+    group: &[BlockQ4_1x8],
+    xs: &[&[BlockQ8_1]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let mut dots = [_mm256_setzero_ps(); A];
+    let mut mins = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        let mut sums = [[_mm256_setzero_si256(); 2]; A];
+        for k in 0..2 {
+            for half in 0..2 {
+                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
+                let lo = _mm256_and_si256(q, low_mask);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+                for (j, sum) in sums.iter_mut().enumerate() {
+                    let y = &xs[j][bi];
+                    let ylo =
+                        _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
+                    let yhi = _mm256_set1_epi64x(
+                        y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
+                    );
+                    let pairs = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(lo, ylo),
+                        _mm256_maddubs_epi16(hi, yhi),
+                    );
+                    sum[half] = _mm256_add_epi32(sum[half], _mm256_madd_epi16(pairs, ones));
+                }
+            }
+        }
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        let mw = _mm256_cvtph_ps(_mm_loadu_si128(b.m.as_ptr().cast()));
+        for j in 0..A {
+            let y = &xs[j][bi];
+            let rows =
+                _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[j][0], sums[j][1]), order);
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(fp16(y.d)));
+            dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), scale, dots[j]);
+            mins[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(fp16(y.s)), mins[j]);
+        }
+    }
+    for j in 0..A {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), _mm256_add_ps(dots[j], mins[j]));
     }
 }
 

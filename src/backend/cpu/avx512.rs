@@ -13,6 +13,7 @@ use super::avx2;
 use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::kernels::Kernels;
 use super::repack::BlockQ4_0x8;
+use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
@@ -40,6 +41,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
     Kernels {
         gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums),
         gemm_q8_0_x8: Some(gemm_q8_0_x8),
+        gemm_q4_1_x8: Some(gemm_q4_1_x8),
         gemm_q4_k_x8: Some(gemm_q4_k_x8),
         gemm_q5_0_x8: Some(gemm_q5_0_x8),
         gemm_q6_k_x8: Some(gemm_q6_k_x8),
@@ -71,6 +73,13 @@ fn gemm_q8_0_x8(group: &[BlockQ8_0x8], x: &[BlockQ8_0], n: usize, out: &mut [f32
     gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
         // SAFETY: as in `gemm_q4_0_x8i8_sums`.
         unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
+    });
+}
+
+fn gemm_q4_1_x8(group: &[BlockQ4_1x8], x: &[BlockQ8_1], n: usize, out: &mut [f32], stride: usize) {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+        // SAFETY: as in `gemm_q4_0_x8i8_sums`.
+        unsafe { by_take!(take, gemm_tile_q4_1_x8(group, xs, res)) }
     });
 }
 
@@ -669,6 +678,52 @@ unsafe fn gemm_tile_q4_0_x8<const A: usize>(
     }
     for (j, a) in acc.iter().enumerate() {
         _mm256_storeu_ps(res[j].as_mut_ptr(), *a);
+    }
+}
+
+/// Eight repacked Q4_1 rows times `A` (1..=4) activation rows, all eight
+/// rows in one 512-bit vector as in `gemm_tile_q4_0_x8`: the nibbles
+/// (unsigned, as a Q4_1 weight less its minimum is) against the activations
+/// by `vpdpbusd`, each block's sum exact; then `avx2::gemm_tile_q4_1_x8`'s
+/// float steps, so the results equal it and the scalar twin bit for bit.
+///
+/// # Safety
+/// As `gemm_tile_q4_0_x8`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn gemm_tile_q4_1_x8<const A: usize>(
+    group: &[BlockQ4_1x8],
+    xs: &[&[BlockQ8_1]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = _mm512_set1_epi8(0x0F);
+    let zero = _mm512_setzero_si512();
+    let mut dots = [_mm256_setzero_ps(); A];
+    let mut mins = [_mm256_setzero_ps(); A];
+    for (bi, b) in group.iter().enumerate() {
+        // w[k][nib]: the eight rows' values 16·nib + 8k.. as stored.
+        let w: [[__m512i; 2]; 2] = std::array::from_fn(|k| {
+            let q = _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast());
+            [
+                _mm512_and_si512(q, low_mask),
+                _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
+            ]
+        });
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
+        let mw = _mm256_cvtph_ps(_mm_loadu_si128(b.m.as_ptr().cast()));
+        for j in 0..A {
+            let y = &xs[j][bi];
+            let chains: [__m512i; 2] = [0, 1].map(|k| {
+                let first = _mm512_dpbusd_epi32(zero, w[k][0], run_of_8(&y.qs, 8 * k));
+                _mm512_dpbusd_epi32(first, w[k][1], run_of_8(&y.qs, 16 + 8 * k))
+            });
+            let rows = add_lane_pairs(_mm512_add_epi32(chains[0], chains[1]));
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(avx2::fp16(y.d)));
+            dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), scale, dots[j]);
+            mins[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(avx2::fp16(y.s)), mins[j]);
+        }
+    }
+    for j in 0..A {
+        _mm256_storeu_ps(res[j].as_mut_ptr(), _mm256_add_ps(dots[j], mins[j]));
     }
 }
 

@@ -6,6 +6,7 @@ use half::f16;
 
 use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
+use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
@@ -29,6 +30,8 @@ pub type GemmSumsFn<G> = fn(&[G], &[BlockQ8_0], &[i32], usize, &mut [f32], usize
 pub type GemmQ5_0Fn = GemmSumsFn<BlockQ5_0x8>;
 /// `GemmFn` for eight repacked Q4_K rows, with Q8_K activations.
 pub type GemmQ4KFn = fn(&[BlockQ4Kx8], &[BlockQ8K], usize, &mut [f32], usize);
+/// `GemmFn` for eight repacked Q4_1 rows, with Q8_1 activations.
+pub type GemmQ4_1Fn = fn(&[BlockQ4_1x8], &[BlockQ8_1], usize, &mut [f32], usize);
 /// `GemmFn` for eight repacked Q6_K rows, with Q8_K activations.
 pub type GemmQ6KFn = fn(&[BlockQ6Kx8], &[BlockQ8K], usize, &mut [f32], usize);
 pub type VecDotFn<X, Y> = fn(&[X], &[Y]) -> f32;
@@ -148,6 +151,8 @@ pub struct Kernels {
     pub gemm_q6_k_x8: Option<GemmQ6KFn>,
     /// As `gemm_q5_0_x8`, for Q8_0 (`repack_q8_0`).
     pub gemm_q8_0_x8: Option<GemmFn<BlockQ8_0x8>>,
+    /// As `gemm_q5_0_x8`, for Q4_1 (`repack_q4_1`).
+    pub gemm_q4_1_x8: Option<GemmQ4_1Fn>,
     // Element-wise and row kernels (scalar twins in rows.rs).
     pub rms_norm: fn(&[f32], &[f32], f32, &mut [f32]),
     pub layer_norm: fn(&mut [f32], &[f32], &[f32], f32),
@@ -232,6 +237,7 @@ impl Kernels {
             gemm_q5_0_x8: None,
             gemm_q4_k_x8: None,
             gemm_q6_k_x8: None,
+            gemm_q4_1_x8: None,
             gemm_q8_0_x8: None,
             rms_norm: rows::rms_norm,
             layer_norm: rows::layer_norm,

@@ -584,6 +584,12 @@ pub(super) fn mul_mat(
                 p.product_rows(k, y, n, rows, dst)
             })
         }
+        Storage::Repacked(Repacked::Q4_1(p)) => {
+            let y = quantize_rows::<BlockQ8_1>(k, workers, x, cols, &mut s.acts);
+            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
+                p.product_rows(k, y, n, rows, dst)
+            })
+        }
         Storage::Repacked(Repacked::Q6K(p)) => {
             let y = quantize_rows::<BlockQ8K>(k, workers, x, cols, &mut s.acts);
             split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {

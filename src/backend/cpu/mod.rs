@@ -20,6 +20,7 @@ mod kquant_dot;
 mod matmul;
 mod products;
 pub mod repack;
+pub mod repack_q4_1;
 pub mod repack_q4_k;
 pub mod repack_q5_0;
 pub mod repack_q6_k;
@@ -58,7 +59,9 @@ pub use variant::CpuVariant;
 use super::matrix::{Matrix, Repacked, WeightSource};
 use super::{Backend, Buffer, BufferType, Device, DeviceKind, Op, Registry};
 use crate::error::{Error, Result};
-use crate::tensor::blocks::{as_blocks, BlockQ4K, BlockQ4_0, BlockQ5_0, BlockQ6K, BlockQ8_0};
+use crate::tensor::blocks::{
+    as_blocks, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ6K, BlockQ8_0,
+};
 use crate::tensor::DType;
 
 /// The environment variable that forces a variant when no explicit choice is made.
@@ -250,6 +253,14 @@ impl Device for CpuDevice {
                 let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
                 let packed = repack_q8_0::RepackedQ8_0::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q8_0(packed)))
+            }
+            _ if src.dtype == DType::Q4_1
+                && self.kernels.gemm_q4_1_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ4_1>(src.bytes())?;
+                let packed = repack_q4_1::RepackedQ4_1::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(&src, Repacked::Q4_1(packed)))
             }
             _ => Ok(mapped),
         }
