@@ -78,6 +78,7 @@ pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
         gemm_q4_0_x4i4: Some(neon_q4_0::gemm_q4_0_x4i4),
         gemv_q4_0_x4i8,
         gemm_q8_0_x8: Some(neon_groups::gemm_q8_0_x8),
+        gemm_q4_1_x8: Some(neon_groups::gemm_q4_1_x8),
         gemm_q4_k_x8: Some(neon_groups::gemm_q4_k_x8),
         gemm_q5_0_x8: Some(neon_groups::gemm_q5_0_x8),
         gemm_q6_k_x8: Some(neon_groups::gemm_q6_k_x8),

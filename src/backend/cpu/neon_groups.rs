@@ -1,6 +1,6 @@
 //! aarch64 group kernels (SDOT): eight interleaved rows times up to four
-//! activation rows, on the layouts of `repack_q8_0`, `repack_q5_0`,
-//! `repack_q4_k` and `repack_q6_k`. A
+//! activation rows, on the layouts of `repack_q8_0`, `repack_q4_1`,
+//! `repack_q5_0`, `repack_q4_k` and `repack_q6_k`. A
 //! 16-byte load of a group holds eight bytes of two rows, so one SDOT
 //! against eight activation bytes loaded twice (LD1R) leaves two lanes per
 //! row; a pairwise add per run gives the eight rows' sums in two vectors,
@@ -16,11 +16,12 @@ use std::arch::aarch64::*;
 
 use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::neon::{f16x8_to_f32, fp16, sdot16};
+use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
 use super::repack_q8_0::BlockQ8_0x8;
-use crate::tensor::blocks::{BlockQ8K, BlockQ8_0};
+use crate::tensor::blocks::{BlockQ8K, BlockQ8_0, BlockQ8_1};
 
 // Safety. The safe wrappers below are private and reachable only through
 // the tables `neon::dotprod_kernels` builds after detecting dotprod;
@@ -40,6 +41,19 @@ pub(super) fn gemm_q8_0_x8(
         // SAFETY: see the module's safety note: dotprod is present, every
         // `xs` row holds `group.len()` blocks, and `res` is typed.
         unsafe { by_take!(take, gemm_tile_q8_0_x8(group, xs, res)) }
+    });
+}
+
+pub(super) fn gemm_q4_1_x8(
+    group: &[BlockQ4_1x8],
+    x: &[BlockQ8_1],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+        // SAFETY: as in `gemm_q8_0_x8`.
+        unsafe { by_take!(take, gemm_tile_q4_1_x8(group, xs, res)) }
     });
 }
 
@@ -177,6 +191,65 @@ unsafe fn gemm_tile_q8_0_x8<const A: usize>(
     for (res, acc) in res.iter_mut().zip(&acc) {
         vst1q_f32(res.as_mut_ptr(), acc[0]);
         vst1q_f32(res.as_mut_ptr().add(4), acc[1]);
+    }
+}
+
+/// Eight repacked Q4_1 rows times `A` (1..=4) activation rows. The nibbles
+/// (0..15) are valid signed bytes, so SDOT takes them as they are against
+/// the activations: each row's exact block sum, added with one FMA by
+/// d(w)·d(a), and the minimums' terms m·s with one FMA into a second sum,
+/// as `repack_q4_1::gemm_q4_1_x8` does: results equal it bit for bit.
+///
+/// # Safety
+/// As `gemm_tile_q8_0_x8`.
+#[target_feature(enable = "dotprod")]
+unsafe fn gemm_tile_q4_1_x8<const A: usize>(
+    group: &[BlockQ4_1x8],
+    xs: &[&[BlockQ8_1]; 4],
+    res: &mut [[f32; 8]; 4],
+) {
+    let low_mask = vdupq_n_u8(0x0F);
+    let mut dots = [[vdupq_n_f32(0.0); 2]; A];
+    let mut mins = [[vdupq_n_f32(0.0); 2]; A];
+    for (bi, b) in group.iter().enumerate() {
+        let act = |j: usize| xs.get_unchecked(j).get_unchecked(bi);
+        // w[k][nib][h]: values 16·nib + 8k.. of rows 2h and 2h + 1.
+        let w: [[[int8x16_t; 4]; 2]; 2] = std::array::from_fn(|k| {
+            let q = vld1q_u8_x4(b.qs.as_ptr().add(64 * k));
+            let q = [q.0, q.1, q.2, q.3];
+            [
+                q.map(|v| vreinterpretq_s8_u8(vandq_u8(v, low_mask))),
+                q.map(|v| vreinterpretq_s8_u8(vshrq_n_u8::<4>(v))),
+            ]
+        });
+        let (dlo, dhi) = f16x8_to_f32(b.d.as_ptr());
+        let (mlo, mhi) = f16x8_to_f32(b.m.as_ptr());
+        for j in 0..A {
+            let y = act(j);
+            // Activation bytes 8i..8i + 8 in both halves of vector i.
+            let ya = twice_x4(y.qs.as_ptr());
+            let mut s = [vdupq_n_s32(0); 4];
+            for k in 0..2 {
+                for (nib, w) in w[k].iter().enumerate() {
+                    for (s, w) in s.iter_mut().zip(w) {
+                        *s = sdot16(*s, *w, ya[2 * nib + k]);
+                    }
+                }
+            }
+            let (lo, hi) = rows_of(&s);
+            let (dy, sy) = (fp16(y.d), fp16(y.s));
+            dots[j][0] = vfmaq_f32(dots[j][0], vcvtq_f32_s32(lo), vmulq_n_f32(dlo, dy));
+            dots[j][1] = vfmaq_f32(dots[j][1], vcvtq_f32_s32(hi), vmulq_n_f32(dhi, dy));
+            mins[j][0] = vfmaq_n_f32(mins[j][0], mlo, sy);
+            mins[j][1] = vfmaq_n_f32(mins[j][1], mhi, sy);
+        }
+    }
+    for j in 0..A {
+        vst1q_f32(res[j].as_mut_ptr(), vaddq_f32(dots[j][0], mins[j][0]));
+        vst1q_f32(
+            res[j].as_mut_ptr().add(4),
+            vaddq_f32(dots[j][1], mins[j][1]),
+        );
     }
 }
 
