@@ -462,9 +462,28 @@ fn q4_0_weights_are_repacked_for_variants_with_a_layout() {
         let output = usize::from(device.kernels().gemm_q8_0_x8.is_some());
         assert_eq!(best.arch().repacked_matrices(), 210 + output);
     }
+    // The repacked products equal row-by-row `vec_dot` bit for bit
+    // (native-tests/repack.rs); here the whole forward pass is checked. The
+    // two tables differ in every other kernel's rounding, and the Q8_0
+    // quantization of the activations can turn such a difference into a
+    // whole step: in wasm a 0.77 difference appeared after an unrelated
+    // change (the decoders' softmax). So the bound is the golden README's
+    // for two faithful Q4 implementations (max abs 1.5, RMS 0.5); broken
+    // weights give unrelated logits, far outside it.
     let ids = tokens(&best, "The capital of France is");
     let (a, b) = (fresh_logits(&best, &ids), fresh_logits(&scalar, &ids));
-    assert!(max_diff(&a, &b) < 0.05, "{}", max_diff(&a, &b));
+    let rms = (a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| ((x - y) as f64).powi(2))
+        .sum::<f64>()
+        / a.len() as f64)
+        .sqrt();
+    assert!(
+        max_diff(&a, &b) <= 1.5 && rms <= 0.5,
+        "max {} rms {rms}",
+        max_diff(&a, &b)
+    );
     assert_eq!(argmax(&a), argmax(&b));
 }
 
