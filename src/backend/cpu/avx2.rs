@@ -2144,13 +2144,44 @@ unsafe fn tile_f32_impl(w: [&[f32]; 4], x: [&[f32]; 2]) -> [[f32; 2]; 4] {
     out
 }
 
-/// Eight repacked Q4_0 rows times `A` (1..=4) activation rows: each weight
-/// block is loaded and unpacked once for all of them, to its nibbles q
-/// (unsigned, as stored), so `maddubs` takes them against the signed
-/// activations without sign tricks (pairs summed in 16 bits: |sum| <=
-/// 4·15·128 < 2^15), and 8 × the activation block's sum (`ss`) comes off
-/// in 32 bits: each row's exact Σ (q − 8)·y, scaled in `vec_dot`'s order,
-/// as in the GEMV.
+/// The eight rows' exact Σ q·a of a group block's 128 nibble bytes
+/// (`BlockQ4_0x8`'s layout, which Q4_1's shares; nibbles unsigned) against
+/// each of `A` activation blocks' 32 quants, in row order. Each block is
+/// unpacked once for all of them; `maddubs` takes the nibbles against the
+/// signed activations without sign tricks (pairs summed in 16 bits: |sum|
+/// <= 4·15·128 < 2^15), widened to 32 bits at once.
+///
+/// # Safety
+/// The CPU must have avx2.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn nibble_dots_x8<const A: usize>(qs: &[u8; 128], ys: [&[i8; 32]; A]) -> [__m256i; A] {
+    let low_mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    let mut sums = [[_mm256_setzero_si256(); 2]; A];
+    for k in 0..2 {
+        for half in 0..2 {
+            let q = _mm256_loadu_si256(qs.as_ptr().add(64 * k + 32 * half).cast());
+            let lo = _mm256_and_si256(q, low_mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
+            for (sum, y) in sums.iter_mut().zip(ys) {
+                let ylo = _mm256_set1_epi64x(y.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
+                let yhi =
+                    _mm256_set1_epi64x(y.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned());
+                let pairs =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(lo, ylo), _mm256_maddubs_epi16(hi, yhi));
+                sum[half] = _mm256_add_epi32(sum[half], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+    }
+    sums.map(|s| _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(s[0], s[1]), order))
+}
+
+/// Eight repacked Q4_0 rows times `A` (1..=4) activation rows: the
+/// nibbles' exact sums (`nibble_dots_x8`, q unsigned as stored), less 8 ×
+/// the activation block's sum (`ss`) in 32 bits: each row's exact
+/// Σ (q − 8)·y, scaled in `vec_dot`'s order, as in the GEMV.
 ///
 /// # Safety
 /// The CPU must have avx2, fma and f16c. `A` must be 1..=4 and each of the
@@ -2163,37 +2194,12 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
     ss: &[&[i32]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        let mut sums = [[_mm256_setzero_si256(); 2]; A];
-        for k in 0..2 {
-            for half in 0..2 {
-                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
-                let lo = _mm256_and_si256(q, low_mask);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
-                for (j, sum) in sums.iter_mut().enumerate() {
-                    let y = &xs[j][bi];
-                    let ylo =
-                        _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
-                    let yhi = _mm256_set1_epi64x(
-                        y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
-                    );
-                    let pairs = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(lo, ylo),
-                        _mm256_maddubs_epi16(hi, yhi),
-                    );
-                    sum[half] = _mm256_add_epi32(sum[half], _mm256_madd_epi16(pairs, ones));
-                }
-            }
-        }
+        let rows = nibble_dots_x8::<A>(&b.qs, std::array::from_fn(|j| &xs[j][bi].qs));
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
-            let rows =
-                _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[j][0], sums[j][1]), order);
-            let rows = _mm256_sub_epi32(rows, _mm256_set1_epi32(8 * ss[j][bi]));
+            let rows = _mm256_sub_epi32(rows[j], _mm256_set1_epi32(8 * ss[j][bi]));
             let scaled = _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
                 _mm256_set1_ps(fp16(xs[j][bi].d)),
@@ -2206,11 +2212,8 @@ unsafe fn gemm_tile_x8i8<const A: usize>(
     }
 }
 
-/// Eight repacked Q4_1 rows times `A` (1..=4) activation rows: each weight
-/// block is loaded and unpacked once for all of them to its nibbles, which
-/// `maddubs` takes against the signed activations as `gemm_tile_x8i8` does
-/// (pairs summed in 16 bits: |sum| <= 4·15·128 < 2^15), so each row's block
-/// sum Σ q·a is exact. It is added with one FMA by d(w)·d(a), and the
+/// Eight repacked Q4_1 rows times `A` (1..=4) activation rows: each row's
+/// exact block sum Σ q·a (`nibble_dots_x8`) is added with one FMA by d(w)·d(a), and the
 /// minimum's term m·s with one FMA into a second sum, as the scalar twin
 /// `repack_q4_1::gemm_q4_1_x8` does: the results equal it bit for bit.
 ///
@@ -2222,41 +2225,16 @@ unsafe fn gemm_tile_q4_1_x8<const A: usize>(
     xs: &[&[BlockQ8_1]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    let order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
     let mut dots = [_mm256_setzero_ps(); A];
     let mut mins = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        let mut sums = [[_mm256_setzero_si256(); 2]; A];
-        for k in 0..2 {
-            for half in 0..2 {
-                let q = _mm256_loadu_si256(b.qs.as_ptr().add(64 * k + 32 * half).cast());
-                let lo = _mm256_and_si256(q, low_mask);
-                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low_mask);
-                for (j, sum) in sums.iter_mut().enumerate() {
-                    let y = &xs[j][bi];
-                    let ylo =
-                        _mm256_set1_epi64x(y.qs.as_ptr().add(8 * k).cast::<i64>().read_unaligned());
-                    let yhi = _mm256_set1_epi64x(
-                        y.qs.as_ptr().add(16 + 8 * k).cast::<i64>().read_unaligned(),
-                    );
-                    let pairs = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(lo, ylo),
-                        _mm256_maddubs_epi16(hi, yhi),
-                    );
-                    sum[half] = _mm256_add_epi32(sum[half], _mm256_madd_epi16(pairs, ones));
-                }
-            }
-        }
+        let rows = nibble_dots_x8::<A>(&b.qs, std::array::from_fn(|j| &xs[j][bi].qs));
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         let mw = _mm256_cvtph_ps(_mm_loadu_si128(b.m.as_ptr().cast()));
         for j in 0..A {
             let y = &xs[j][bi];
-            let rows =
-                _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(sums[j][0], sums[j][1]), order);
             let scale = _mm256_mul_ps(dw, _mm256_set1_ps(fp16(y.d)));
-            dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), scale, dots[j]);
+            dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows[j]), scale, dots[j]);
             mins[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(fp16(y.s)), mins[j]);
         }
     }

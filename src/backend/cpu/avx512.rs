@@ -627,6 +627,43 @@ unsafe fn gemm_tile_q6_k_x8<const A: usize>(
     }
 }
 
+/// A group block's 128 nibble bytes (`BlockQ4_0x8`'s layout, which Q4_1's
+/// shares) unpacked: `w[k][nib]` holds the eight rows' values 16·nib + 8k..,
+/// unsigned, eight bytes per row.
+///
+/// # Safety
+/// The CPU must have avx512f and avx512bw.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn nibbles_x8(qs: &[u8; 128]) -> [[__m512i; 2]; 2] {
+    let low_mask = _mm512_set1_epi8(0x0F);
+    std::array::from_fn(|k| {
+        let q = _mm512_loadu_si512(qs.as_ptr().add(64 * k).cast());
+        [
+            _mm512_and_si512(q, low_mask),
+            _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
+        ]
+    })
+}
+
+/// The eight rows' exact Σ q·a of `nibbles_x8`'s values against one
+/// activation block's 32 quants, in row order. Two independent chains of
+/// `vpdpbusd` (their latency is long; integer sums, so the order changes
+/// nothing).
+///
+/// # Safety
+/// The CPU must have avx512f, avx512bw and avx512vnni.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn nibble_dots_x8(w: &[[__m512i; 2]; 2], y: &[i8; 32]) -> __m256i {
+    let zero = _mm512_setzero_si512();
+    let chains: [__m512i; 2] = [0, 1].map(|k| {
+        let first = _mm512_dpbusd_epi32(zero, w[k][0], run_of_8(y, 8 * k));
+        _mm512_dpbusd_epi32(first, w[k][1], run_of_8(y, 16 + 8 * k))
+    });
+    add_lane_pairs(_mm512_add_epi32(chains[0], chains[1]))
+}
+
 /// Eight repacked Q4_0 rows times `A` (1..=4) activation rows, all eight
 /// rows in one 512-bit vector. `vpdpbusd` takes the weights' nibbles as
 /// stored (q, unsigned) against the signed activations, so each lane sums
@@ -646,28 +683,13 @@ unsafe fn gemm_tile_q4_0_x8<const A: usize>(
     ss: &[&[i32]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm512_set1_epi8(0x0F);
-    let zero = _mm512_setzero_si512();
     let mut acc = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        // w[k][nib]: the eight rows' values 16·nib + 8k.. as stored (q).
-        let w: [[__m512i; 2]; 2] = std::array::from_fn(|k| {
-            let q = _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast());
-            [
-                _mm512_and_si512(q, low_mask),
-                _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
-            ]
-        });
+        let w = nibbles_x8(&b.qs);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         for (j, a) in acc.iter_mut().enumerate() {
             let y = &xs[j][bi];
-            // Two independent chains of `vpdpbusd` (their latency is long;
-            // integer sums, so the order changes nothing).
-            let chains: [__m512i; 2] = [0, 1].map(|k| {
-                let first = _mm512_dpbusd_epi32(zero, w[k][0], run_of_8(&y.qs, 8 * k));
-                _mm512_dpbusd_epi32(first, w[k][1], run_of_8(&y.qs, 16 + 8 * k))
-            });
-            let rows = add_lane_pairs(_mm512_add_epi32(chains[0], chains[1]));
+            let rows = nibble_dots_x8(&w, &y.qs);
             let rows = _mm256_sub_epi32(rows, _mm256_set1_epi32(8 * ss[j][bi]));
             let scaled = _mm256_mul_ps(
                 _mm256_mul_ps(_mm256_cvtepi32_ps(rows), dw),
@@ -695,28 +717,15 @@ unsafe fn gemm_tile_q4_1_x8<const A: usize>(
     xs: &[&[BlockQ8_1]; 4],
     res: &mut [[f32; 8]; 4],
 ) {
-    let low_mask = _mm512_set1_epi8(0x0F);
-    let zero = _mm512_setzero_si512();
     let mut dots = [_mm256_setzero_ps(); A];
     let mut mins = [_mm256_setzero_ps(); A];
     for (bi, b) in group.iter().enumerate() {
-        // w[k][nib]: the eight rows' values 16·nib + 8k.. as stored.
-        let w: [[__m512i; 2]; 2] = std::array::from_fn(|k| {
-            let q = _mm512_loadu_si512(b.qs.as_ptr().add(64 * k).cast());
-            [
-                _mm512_and_si512(q, low_mask),
-                _mm512_and_si512(_mm512_srli_epi16(q, 4), low_mask),
-            ]
-        });
+        let w = nibbles_x8(&b.qs);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(b.d.as_ptr().cast()));
         let mw = _mm256_cvtph_ps(_mm_loadu_si128(b.m.as_ptr().cast()));
         for j in 0..A {
             let y = &xs[j][bi];
-            let chains: [__m512i; 2] = [0, 1].map(|k| {
-                let first = _mm512_dpbusd_epi32(zero, w[k][0], run_of_8(&y.qs, 8 * k));
-                _mm512_dpbusd_epi32(first, w[k][1], run_of_8(&y.qs, 16 + 8 * k))
-            });
-            let rows = add_lane_pairs(_mm512_add_epi32(chains[0], chains[1]));
+            let rows = nibble_dots_x8(&w, &y.qs);
             let scale = _mm256_mul_ps(dw, _mm256_set1_ps(avx2::fp16(y.d)));
             dots[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(rows), scale, dots[j]);
             mins[j] = _mm256_fmadd_ps(mw, _mm256_set1_ps(avx2::fp16(y.s)), mins[j]);
