@@ -104,12 +104,15 @@ export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 wasm_flags="-C target-feature=+simd128"
 # Without debug info: a test module with it is ~68 MB, and the runner spends
 # ~10 s reading each one (3-4 minutes over the suites); without, ~1.5 s.
-# (Given to the wasm stages only: exported, it would make the npm stage's
+# At opt-level 2, not the dev profile's 1: the suites run whole models
+# through one thread; at 1 they ran ~9 minutes in this stage, at 2 under 4
+# (building them at 2 took ~2.5 minutes alone).
+# (Given to the wasm stages only: exported, they would make the npm stage's
 # native cargo commands rebuild what the x86_64 stage built with debug info.)
-CARGO_PROFILE_DEV_DEBUG=false RUSTFLAGS="$wasm_flags" run "wasm32 node" \
+CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags" run "wasm32 node" \
   cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast
 browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api --test kernels --test registry)
-CARGO_PROFILE_DEV_DEBUG=false RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
+CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
   run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${browser_tests[@]}"
 # The relaxed-SIMD variant's kernels against their scalar twins, in Chromium
 # (Node 20 runs relaxed SIMD only behind a V8 flag; the npm tests use it

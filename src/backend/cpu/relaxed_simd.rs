@@ -7,7 +7,9 @@
 //! nibbles, 2-bit, 6-bit or single-bit values, with their offset (8 for
 //! Q4_0, 32 for Q6_K) taken off through the activations' sum. Every sum is
 //! exact and is scaled in the scalar kernel's order, so results equal the
-//! scalar twins' bit for bit (the kernel tests assert it, in Chromium).
+//! scalar twins' bit for bit (the kernel tests assert it, in Chromium), but
+//! for repacked Q4_1's group kernel, whose float steps are SIMD128's
+//! (`simd128::q4_1_x8_tile`).
 //!
 //! Q8_0 keeps SIMD128's kernels: with both operands signed, the activations
 //! had to be split into positive and negative parts, two relaxed dots and
@@ -25,9 +27,11 @@ mod imp {
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4, X4I4_FLIP};
+    use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        hsum_i32, load16, nibbles, q4_1_rows4, store16, word_x4, Simd128Dots,
+        hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16, word_x4, Q4_1GroupSums,
+        Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -51,6 +55,7 @@ mod imp {
             vec_dot_q3_k_q8_k,
             gemv_q4_0_x4i4,
             gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
+            gemm_q4_1_x8: Some(gemm_q4_1_x8),
             ..crate::backend::cpu::simd128::kernels(base)
         }
     }
@@ -124,6 +129,66 @@ mod imp {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
             by_take!(take, q4_0_x4i4_tile(group, xs, res))
         });
+    }
+
+    fn gemm_q4_1_x8(
+        group: &[BlockQ4_1x8],
+        x: &[BlockQ8_1],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+            by_take!(take, q4_1_x8_tile(group, xs, res, &RelaxedSums))
+        });
+    }
+
+    /// Repacked Q4_1's sums on the relaxed dot: a 16-byte load holds eight
+    /// bytes of two rows, so against eight activation bytes in both halves
+    /// of a vector each dot leaves two lanes per row (as SDOT does on
+    /// NEON), and a pairwise add of four vectors gives four rows' sums. The
+    /// nibbles (0..15) are the dot's 7-bit operand as they are.
+    struct RelaxedSums;
+
+    impl Q4_1GroupSums for RelaxedSums {
+        /// `w[i]`: the low and high nibbles of the block's 16-byte load `i`
+        /// (values 8k.. and 16 + 8k.., k = i / 4, of rows 2(i % 4) and
+        /// 2(i % 4) + 1).
+        type Weights = [[v128; 2]; 8];
+
+        #[inline(always)]
+        fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights {
+            std::array::from_fn(|i| {
+                let v = load16(&b.qs[16 * i..16 * i + 16]);
+                [v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4)]
+            })
+        }
+
+        #[inline(always)]
+        fn sums(&self, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
+            // a[c]: activation bytes 8c..8c + 8 in both halves.
+            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
+            let a = [
+                i64x2_shuffle::<0, 0>(v0, v0),
+                i64x2_shuffle::<1, 1>(v0, v0),
+                i64x2_shuffle::<0, 0>(v1, v1),
+                i64x2_shuffle::<1, 1>(v1, v1),
+            ];
+            // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
+            let mut s = [i32x4_splat(0); 4];
+            for (i, [lo, hi]) in w.iter().enumerate() {
+                let (k, pair) = (i / 4, i % 4);
+                s[pair] = dot_i7(a[k], *lo, s[pair]);
+                s[pair] = dot_i7(a[2 + k], *hi, s[pair]);
+            }
+            let rows = |p: v128, q: v128| {
+                i32x4_add(
+                    i32x4_shuffle::<0, 2, 4, 6>(p, q),
+                    i32x4_shuffle::<1, 3, 5, 7>(p, q),
+                )
+            };
+            [rows(s[0], s[1]), rows(s[2], s[3])]
+        }
     }
 
     /// The 4x4 layout's four rows times the first `A` rows of `xs`:

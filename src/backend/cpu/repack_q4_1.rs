@@ -1,6 +1,6 @@
 //! Q4_1 weights interleaved at load, eight rows at a time, for variants with
 //! a kernel that multiplies eight rows at once (AVX2, AVX-512, NEON with
-//! dotprod), as `repack_q8_0` does for Q8_0. Q4_1 is the type SmolLM2's
+//! dotprod, SIMD128), as `repack_q8_0` does for Q8_0. Q4_1 is the type SmolLM2's
 //! published file (the demo's model) keeps its layers in; row by row, its
 //! dot ran at less than half the speed of repacked Q4_0, whose blocks are
 //! only a tenth smaller.
@@ -15,9 +15,11 @@
 //! carries s = d(a)·Σ its quants, so a block's product is d(w)·d(a)·Σ q·a +
 //! m·s. Per row the kernels keep two sums: the exact integer sum of each
 //! block added with one FMA by d(w)·d(a), and the minimums' terms added
-//! with one FMA each; the row's result is their sum. Every variant's group
-//! kernel equals the scalar twin here bit for bit, and row-by-row `vec_dot`
-//! within rounding.
+//! with one FMA each; the row's result is their sum. Every native variant's
+//! group kernel equals the scalar twin here bit for bit, and row-by-row
+//! `vec_dot` within rounding; wasm's (SIMD128, relaxed SIMD), without a
+//! fused multiply-add, round each block's product once more (within the
+//! bound `simd128::q4_1_x8_tile` states).
 
 use half::f16;
 

@@ -1,7 +1,9 @@
 //! WebAssembly SIMD128 kernels (wasm32 and the memory64 build). Same names
 //! and signatures as `scalar.rs`. Each block's integer dot product is exact
 //! and is combined in the scalar kernel's order, so results equal the
-//! scalar kernels' bit for bit.
+//! scalar kernels' bit for bit; the one exception is repacked Q4_1's group
+//! kernel, whose twin fuses a multiply-add that wasm has not
+//! (`q4_1_x8_tile` states the bound).
 //!
 //! wasm has no run-time feature detection: this module is compiled (and the
 //! variant offered) only when the module itself is built with simd128.
@@ -15,6 +17,7 @@ mod imp {
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4};
+    use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
     use crate::backend::cpu::scalar::{check_dot, check_dot4, check_quantize};
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -52,6 +55,7 @@ mod imp {
             vec_dot_iq4_xs_q8_k,
             gemv_q4_0_x4i4,
             gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
+            gemm_q4_1_x8: Some(gemm_q4_1_x8),
             scores_f16,
             wsum_f16,
             scores_f16_heads: Some(scores_f16_heads),
@@ -629,6 +633,114 @@ mod imp {
         out[..4].copy_from_slice(&res[0]);
     }
 
+    fn gemm_q4_1_x8(
+        group: &[BlockQ4_1x8],
+        x: &[BlockQ8_1],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+            by_take!(take, q4_1_x8_tile(group, xs, res, &WidenedSums))
+        });
+    }
+
+    /// How a wasm variant gets the exact integer sums of one repacked Q4_1
+    /// block's eight rows against one activation block: `prepare` decodes
+    /// the weights once for a tile's activation rows; `sums` gives rows
+    /// 0..4 and 4..8 in two vectors.
+    pub(in crate::backend::cpu) trait Q4_1GroupSums {
+        type Weights;
+        fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights;
+        fn sums(&self, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2];
+    }
+
+    /// SIMD128's way: nibbles and activations widened to i16 and multiplied
+    /// in pairs (`i32x4.dot_i16x8_s`), one vector of partial sums per row.
+    struct WidenedSums;
+
+    impl Q4_1GroupSums for WidenedSums {
+        /// `w[i][nib][half]`: the low (`nib` 0) or high nibbles of the
+        /// block's 16-byte load `i`, which holds values 16·nib + 8k.. (k = i
+        /// / 4) of rows 2(i % 4) (`half` 0) and 2(i % 4) + 1, widened.
+        type Weights = [[[v128; 2]; 2]; 8];
+
+        #[inline(always)]
+        fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights {
+            std::array::from_fn(|i| {
+                let v = load16(&b.qs[16 * i..16 * i + 16]);
+                [v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4)]
+                    .map(|q| [u16x8_extend_low_u8x16(q), u16x8_extend_high_u8x16(q)])
+            })
+        }
+
+        #[inline(always)]
+        fn sums(&self, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
+            // a[c]: activation values 8c..8c + 8, widened.
+            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
+            let a = [
+                i16x8_extend_low_i8x16(v0),
+                i16x8_extend_high_i8x16(v0),
+                i16x8_extend_low_i8x16(v1),
+                i16x8_extend_high_i8x16(v1),
+            ];
+            let mut rows = [i32x4_splat(0); 8];
+            for (i, w) in w.iter().enumerate() {
+                let (k, pair) = (i / 4, i % 4);
+                for (nib, w) in w.iter().enumerate() {
+                    for (half, w) in w.iter().enumerate() {
+                        let r = &mut rows[2 * pair + half];
+                        *r = i32x4_add(*r, i32x4_dot_i16x8(*w, a[2 * nib + k]));
+                    }
+                }
+            }
+            [
+                hsum4_i32([rows[0], rows[1], rows[2], rows[3]]),
+                hsum4_i32([rows[4], rows[5], rows[6], rows[7]]),
+            ]
+        }
+    }
+
+    /// A repacked Q4_1 group's eight rows times the first `A` rows of `xs`:
+    /// `res[a][r]` = row r · activation row a, the integer sums from `way`.
+    /// The float steps are the scalar twin's (`repack_q4_1::gemm_q4_1_x8`)
+    /// but for one: wasm has no fused multiply-add, so each block's sum
+    /// times d(w)·d(a) is rounded before it is added, where the twin rounds
+    /// once. (d(w)·d(a) and m·s are products of two f16, exact in f32, so
+    /// the minimums' sum equals the twin's.) Results are within
+    /// 2·(blocks + 2)·2⁻²⁴ × the sum of the terms' magnitudes of the twin's
+    /// (`native-tests/repack.rs` states it).
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn q4_1_x8_tile<const A: usize>(
+        group: &[BlockQ4_1x8],
+        xs: &[&[BlockQ8_1]; 4],
+        res: &mut [[f32; 8]; 4],
+        way: &impl Q4_1GroupSums,
+    ) {
+        let xs: [&[BlockQ8_1]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
+        let mut dots = [[f32x4_splat(0.0); 2]; A];
+        let mut mins = [[f32x4_splat(0.0); 2]; A];
+        for (bi, b) in group.iter().enumerate() {
+            let w = way.prepare(b);
+            let halves = |h: v128| [f16x4_to_f32(h), f16x4_to_f32(i64x2_shuffle::<1, 1>(h, h))];
+            let (d, m) = (halves(load16(&b.d)), halves(load16(&b.m)));
+            for ((dots, mins), x) in dots.iter_mut().zip(&mut mins).zip(&xs) {
+                let y = &x[bi];
+                let s = way.sums(&w, y);
+                let (dy, sy) = (f32x4_splat(f16_to_f32(y.d)), f32x4_splat(f16_to_f32(y.s)));
+                for h in 0..2 {
+                    let scale = f32x4_mul(d[h], dy);
+                    dots[h] = f32x4_add(dots[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
+                    mins[h] = f32x4_add(mins[h], f32x4_mul(m[h], sy));
+                }
+            }
+        }
+        for (res, (dots, mins)) in res.iter_mut().zip(dots.iter().zip(&mins)) {
+            store16(&mut res[..4], f32x4_add(dots[0], mins[0]));
+            store16(&mut res[4..], f32x4_add(dots[1], mins[1]));
+        }
+    }
+
     fn gemm_q4_0_x4i4(
         group: &[BlockQ4_0x4],
         x: &[BlockQ8_0],
@@ -1161,7 +1273,10 @@ mod imp {
 pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
-pub(super) use imp::{hsum_i32, load16, nibbles, q4_1_rows4, store16, word_x4, Simd128Dots};
+pub(super) use imp::{
+    hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16, word_x4, Q4_1GroupSums,
+    Simd128Dots,
+};
 
 /// Without simd128 in the module the variant is never supported, so this
 /// table is never asked for; it is the scalar one.
