@@ -24,6 +24,30 @@ fn supported_kernels() -> Vec<Kernels> {
         .collect()
 }
 
+/// Asserts that a group kernel's output for a row of whole groups matches
+/// the scalar twin's. Native kernels fuse each block's scaled integer sum
+/// into the row's sum, as the twins do: bit-equal. wasm has no fused
+/// multiply-add, so its kernels round that product before adding it: each
+/// of the row's `blocks` can add one rounding of its term, and the two sums
+/// then round their additions differently (at most one rounding each per
+/// block, one for a final add): within 2·(blocks + 2)·2⁻²⁴ × `magnitude`,
+/// the sum of the blocks' terms' magnitudes.
+fn assert_matches_twin(got: f32, twin: f32, blocks: usize, magnitude: f64, what: &str) {
+    if cfg!(target_family = "wasm") {
+        let bound = 2.0 * (blocks + 2) as f64 * 2f64.powi(-24) * magnitude;
+        assert!(
+            (got as f64 - twin as f64).abs() <= bound,
+            "{what}: {got} vs twin {twin} (bound {bound})"
+        );
+    } else {
+        assert_eq!(
+            got.to_bits(),
+            twin.to_bits(),
+            "{what}: {got} vs twin {twin}"
+        );
+    }
+}
+
 fn q4_0(x: &[f32]) -> Vec<BlockQ4_0> {
     let mut out = vec![BlockQ4_0::zeroed(); x.len() / QK];
     lamina::tensor::quants::q4_0::quantize(x, &mut out);
@@ -399,12 +423,14 @@ mod q5_0 {
 
 mod q8_0_groups {
     //! Repacked Q8_0: eight interleaved rows per group, for variants with a
-    //! group kernel. Every variant's group kernel equals the scalar one bit
-    //! for bit (exact integer sums, one FMA per block); the scalar one equals
-    //! row-by-row `vec_dot` within rounding (|difference| <= 1e-3 + 1e-5 ×
-    //! |value|); the rows past the last group go through `vec_dot`.
+    //! group kernel. Every native variant's group kernel equals the scalar
+    //! one bit for bit (exact integer sums, one FMA per block); wasm's,
+    //! without a fused multiply-add, within `assert_matches_twin`'s bound;
+    //! the scalar one equals row-by-row `vec_dot` within rounding
+    //! (|difference| <= 1e-3 + 1e-5 × |value|); the rows past the last group
+    //! go through `vec_dot`.
 
-    use super::{q8_0, supported_kernels};
+    use super::{assert_matches_twin, q8_0, supported_kernels};
     use crate::common::{ggml_test_values, Rng};
     use lamina::backend::cpu::repack_q8_0::{self, RepackedQ8_0};
     use lamina::backend::cpu::Kernels;
@@ -416,6 +442,21 @@ mod q8_0_groups {
         let mut scalar = Kernels::scalar();
         scalar.gemm_q8_0_x8 = Some(repack_q8_0::gemm_q8_0_x8);
         scalar
+    }
+
+    /// The sum of a row's block terms' magnitudes, |d(w)·d(a)·Σ q·a|.
+    fn q8_0_magnitude(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f64 {
+        w.iter()
+            .zip(x)
+            .map(|(b, y)| {
+                let dot: i32 =
+                    b.qs.iter()
+                        .zip(&y.qs)
+                        .map(|(&q, &a)| q as i32 * a as i32)
+                        .sum();
+                (b.d.to_f64() * y.d.to_f64() * dot as f64).abs()
+            })
+            .sum()
     }
 
     fn product(
@@ -470,18 +511,21 @@ mod q8_0_groups {
                                     let xi = &x[i * per_row..(i + 1) * per_row];
                                     for r in start..end {
                                         let wr = &w[r * per_row..(r + 1) * per_row];
-                                        let want = if r < whole {
-                                            twin[i * rows + r]
-                                        } else {
-                                            (k.vec_dot_q8_0_q8_0)(wr, xi)
-                                        };
                                         let got = out[i * len + r - start];
-                                        assert_eq!(
-                                            got.to_bits(),
-                                            want.to_bits(),
+                                        let what = format!(
                                             "{} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}",
                                             k.variant
                                         );
+                                        if r < whole {
+                                            let twin = twin[i * rows + r];
+                                            let magnitude = q8_0_magnitude(wr, xi);
+                                            assert_matches_twin(
+                                                got, twin, per_row, magnitude, &what,
+                                            );
+                                        } else {
+                                            let want = (k.vec_dot_q8_0_q8_0)(wr, xi);
+                                            assert_eq!(got.to_bits(), want.to_bits(), "{what}");
+                                        }
                                     }
                                 }
                             }
@@ -536,14 +580,15 @@ mod q4_1_groups {
     //! group kernel. Every native variant's group kernel equals the scalar
     //! one bit for bit (exact integer sums, one FMA per block for them and
     //! one for the minimums' terms); wasm's, without a fused multiply-add,
-    //! within `UNFUSED_ULPS` (below); the scalar one and row-by-row `vec_dot` are
-    //! both within rounding of the product in f64 (|difference| <= 1e-4 +
+    //! within `assert_matches_twin`'s bound; the scalar one and row-by-row
+    //! `vec_dot` are both within rounding of the product in f64
+    //! (|difference| <= 1e-4 +
     //! 1e-5 × the sum of the blocks' terms' magnitudes: the minimums' terms
     //! cancel much of the rest, so a result can be far smaller than its
     //! terms); the rows past the last group go through the variant's own
     //! `vec_dot`.
 
-    use super::supported_kernels;
+    use super::{assert_matches_twin, supported_kernels};
     use crate::common::{ggml_test_values, Rng};
     use lamina::backend::cpu::repack_q4_1::{self, RepackedQ4_1};
     use lamina::backend::cpu::Kernels;
@@ -556,21 +601,6 @@ mod q4_1_groups {
         lamina::tensor::quants::q4_1::quantize(x, &mut out);
         out
     }
-
-    /// How far a group kernel may be from the scalar twin, in units of 2⁻²⁴
-    /// × the sum of the terms' magnitudes (`definition`), per block of the
-    /// row plus two. Native kernels fuse each block's product into its sum
-    /// as the twin does: 0, bit-equal. wasm has no fused multiply-add, so
-    /// its kernels round each product before adding it: each block can add
-    /// one rounding of its term, and the two sums then round their additions
-    /// differently (at most one rounding each per block, and one for the
-    /// final add); the minimums' products are exact (two f16), so only the
-    /// scaled integer sums differ.
-    const UNFUSED_ULPS: f64 = if cfg!(target_family = "wasm") {
-        2.0
-    } else {
-        0.0
-    };
 
     fn q8_1(x: &[f32]) -> Vec<BlockQ8_1> {
         let mut out = vec![BlockQ8_1::zeroed(); x.len() / QK];
@@ -671,31 +701,21 @@ mod q4_1_groups {
                                     let xi = &x[i * per_row..(i + 1) * per_row];
                                     for r in start..end {
                                         let wr = &w[r * per_row..(r + 1) * per_row];
-                                        let want = if r < whole {
-                                            twin[i * rows + r]
-                                        } else {
-                                            (k.vec_dot_q4_1_q8_1)(wr, xi)
-                                        };
                                         let got = out[i * len + r - start];
-                                        if r < whole && UNFUSED_ULPS > 0.0 {
-                                            let magnitude = definition(wr, xi).1;
-                                            let bound = UNFUSED_ULPS
-                                                * (per_row + 2) as f64
-                                                * 2f64.powi(-24)
-                                                * magnitude;
-                                            assert!(
-                                                (got as f64 - want as f64).abs() <= bound,
-                                                "{} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}: {got} vs twin {want} (bound {bound})",
-                                                k.variant
-                                            );
-                                            continue;
-                                        }
-                                        assert_eq!(
-                                            got.to_bits(),
-                                            want.to_bits(),
+                                        let what = format!(
                                             "{} rows={rows} cols={cols} n={n} piece {start}..{end} act {i} row {r}",
                                             k.variant
                                         );
+                                        if r < whole {
+                                            let twin = twin[i * rows + r];
+                                            let magnitude = definition(wr, xi).1;
+                                            assert_matches_twin(
+                                                got, twin, per_row, magnitude, &what,
+                                            );
+                                        } else {
+                                            let want = (k.vec_dot_q4_1_q8_1)(wr, xi);
+                                            assert_eq!(got.to_bits(), want.to_bits(), "{what}");
+                                        }
                                     }
                                 }
                             }

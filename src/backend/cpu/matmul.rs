@@ -9,6 +9,7 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
+use super::interleaved::{Interleaved, PlainGroup};
 use super::kernels::{Kernels, TileF32Fn};
 use super::products::{ActType, CpuProduct, Dots};
 use super::repack_q5_0::activation_sums;
@@ -572,31 +573,34 @@ pub(super) fn mul_mat(
             true,
             |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
         ),
-        Storage::Repacked(Repacked::Q4K(p)) => {
-            let y = quantize_rows::<BlockQ8K>(k, workers, x, cols, &mut s.acts);
-            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
-                p.product_rows(k, y, n, rows, dst)
-            })
-        }
-        Storage::Repacked(Repacked::Q8_0(p)) => {
-            let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, &mut s.acts);
-            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
-                p.product_rows(k, y, n, rows, dst)
-            })
-        }
-        Storage::Repacked(Repacked::Q4_1(p)) => {
-            let y = quantize_rows::<BlockQ8_1>(k, workers, x, cols, &mut s.acts);
-            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
-                p.product_rows(k, y, n, rows, dst)
-            })
-        }
-        Storage::Repacked(Repacked::Q6K(p)) => {
-            let y = quantize_rows::<BlockQ8K>(k, workers, x, cols, &mut s.acts);
-            split_rows(workers, &mut s.pieces, rows, n, out, |rows, dst, _| {
-                p.product_rows(k, y, n, rows, dst)
-            })
-        }
+        Storage::Repacked(Repacked::Q4K(p)) => plain_group(k, workers, s, p, x, n, out),
+        Storage::Repacked(Repacked::Q8_0(p)) => plain_group(k, workers, s, p, x, n, out),
+        Storage::Repacked(Repacked::Q4_1(p)) => plain_group(k, workers, s, p, x, n, out),
+        Storage::Repacked(Repacked::Q6K(p)) => plain_group(k, workers, s, p, x, n, out),
     }
+}
+
+/// A product with a weight in one of the plain eight-row layouts
+/// (`interleaved::PlainGroup`): the activations quantized once into the
+/// layout's activation type, then the weight's rows split over the workers
+/// (in whole groups, `split_rows`).
+fn plain_group<G>(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    p: &Interleaved<G>,
+    x: &[f32],
+    n: usize,
+    out: &mut [f32],
+) -> Result<()>
+where
+    G: PlainGroup,
+    G::Act: ActType,
+{
+    let y = quantize_rows::<G::Act>(k, workers, x, p.cols(), &mut s.acts);
+    split_rows(workers, &mut s.pieces, p.rows(), n, out, |rows, dst, _| {
+        p.product_rows(k, y, n, rows, dst)
+    })
 }
 
 /// Rows `ids` of a table as f32 (embedding look-up).

@@ -1,9 +1,9 @@
 //! Q4_1 weights interleaved at load, eight rows at a time, for variants with
 //! a kernel that multiplies eight rows at once (AVX2, AVX-512, NEON with
-//! dotprod, SIMD128), as `repack_q8_0` does for Q8_0. Q4_1 is the type SmolLM2's
-//! published file (the demo's model) keeps its layers in; row by row, its
-//! dot ran at less than half the speed of repacked Q4_0, whose blocks are
-//! only a tenth smaller.
+//! dotprod, SIMD128), as `repack_q8_0` does for Q8_0. Q4_1 is the type
+//! SmolLM2's published file (the demo's model) keeps its layers in; row by
+//! row, its dot ran at less than half the speed of repacked Q4_0, whose
+//! blocks are only a tenth smaller.
 //!
 //! A group block holds, for one column block of eight rows, their scales,
 //! their minimums and their nibbles interleaved eight bytes at a time as

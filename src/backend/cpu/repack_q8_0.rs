@@ -1,5 +1,6 @@
 //! Q8_0 weights interleaved at load, eight rows at a time, for variants with
-//! a kernel that multiplies eight rows at once (AVX2), as `repack_q5_0` does
+//! a kernel that multiplies eight rows at once (x86, NEON with dotprod,
+//! SIMD128), as `repack_q5_0` does
 //! for Q5_0. Q8_0 is what SmolLM2 and Gemma files keep their token embedding
 //! in, what llama-quantize's K_M mixtures give some `attn_v`, and the type of
 //! whole Q8_0 models.
@@ -11,7 +12,9 @@
 //!
 //! Per row and block the kernels compute the exact integer sum and add it
 //! with one FMA by d(w)·d(a), as the scalar twin here does; the twin equals
-//! row-by-row `vec_dot` within rounding.
+//! row-by-row `vec_dot` within rounding. wasm's kernel, without a fused
+//! multiply-add, rounds the product first (within the bound
+//! `simd128::q4_1_x8_tile` states).
 
 use half::f16;
 

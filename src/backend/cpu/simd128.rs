@@ -1,9 +1,9 @@
 //! WebAssembly SIMD128 kernels (wasm32 and the memory64 build). Same names
 //! and signatures as `scalar.rs`. Each block's integer dot product is exact
 //! and is combined in the scalar kernel's order, so results equal the
-//! scalar kernels' bit for bit; the one exception is repacked Q4_1's group
-//! kernel, whose twin fuses a multiply-add that wasm has not
-//! (`q4_1_x8_tile` states the bound).
+//! scalar kernels' bit for bit; the exceptions are the group kernels of
+//! repacked Q4_1 and Q8_0, whose twins fuse a multiply-add that wasm has
+//! not (`q4_1_x8_tile` states the bound).
 //!
 //! wasm has no run-time feature detection: this module is compiled (and the
 //! variant offered) only when the module itself is built with simd128.
@@ -18,6 +18,7 @@ mod imp {
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{check_gemv, BlockQ4_0x4};
     use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
+    use crate::backend::cpu::repack_q8_0::BlockQ8_0x8;
     use crate::backend::cpu::scalar::{check_dot, check_dot4, check_quantize};
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -56,6 +57,7 @@ mod imp {
             gemv_q4_0_x4i4,
             gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
             gemm_q4_1_x8: Some(gemm_q4_1_x8),
+            gemm_q8_0_x8: Some(gemm_q8_0_x8),
             scores_f16,
             wsum_f16,
             scores_f16_heads: Some(scores_f16_heads),
@@ -645,6 +647,82 @@ mod imp {
         });
     }
 
+    fn gemm_q8_0_x8(
+        group: &[BlockQ8_0x8],
+        x: &[BlockQ8_0],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+            by_take!(take, q8_0_x8_tile(group, xs, res))
+        });
+    }
+
+    /// The eight f16 at `h` as two f32x4, exactly.
+    #[inline(always)]
+    fn f16x8_to_f32(h: &[half::f16; 8]) -> [v128; 2] {
+        let v = load16(h);
+        [f16x4_to_f32(v), f16x4_to_f32(i64x2_shuffle::<1, 1>(v, v))]
+    }
+
+    /// A repacked Q8_0 group's eight rows times the first `A` rows of `xs`,
+    /// as `q4_1_x8_tile` without the minimums: each 16-byte load holds
+    /// values 8k.. of two rows, widened to i16 once per tile and multiplied
+    /// in pairs against the activation's values 8k.. (both operands are
+    /// signed, so the relaxed dot would not take them). The integer sums
+    /// are exact; each block's, times d(w)·d(a), is rounded before it is
+    /// added where the twin (`repack_q8_0::gemm_q8_0_x8`) fuses the two, so
+    /// results are within `q4_1_x8_tile`'s bound of the twin's.
+    #[inline(always)]
+    fn q8_0_x8_tile<const A: usize>(
+        group: &[BlockQ8_0x8],
+        xs: &[&[BlockQ8_0]; 4],
+        res: &mut [[f32; 8]; 4],
+    ) {
+        let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
+        let mut acc = [[f32x4_splat(0.0); 2]; A];
+        for (bi, b) in group.iter().enumerate() {
+            // w[i][half]: load i (k = i / 4) of rows 2(i % 4) + half, widened.
+            let w: [[v128; 2]; 16] = std::array::from_fn(|i| {
+                let v = load16(&b.qs[16 * i..16 * i + 16]);
+                [i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v)]
+            });
+            let d = f16x8_to_f32(&b.d);
+            for (acc, x) in acc.iter_mut().zip(&xs) {
+                let y = &x[bi];
+                let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
+                let a = [
+                    i16x8_extend_low_i8x16(v0),
+                    i16x8_extend_high_i8x16(v0),
+                    i16x8_extend_low_i8x16(v1),
+                    i16x8_extend_high_i8x16(v1),
+                ];
+                let mut rows = [i32x4_splat(0); 8];
+                for (i, w) in w.iter().enumerate() {
+                    let (k, pair) = (i / 4, i % 4);
+                    for (half, w) in w.iter().enumerate() {
+                        let r = &mut rows[2 * pair + half];
+                        *r = i32x4_add(*r, i32x4_dot_i16x8(*w, a[k]));
+                    }
+                }
+                let s = [
+                    hsum4_i32([rows[0], rows[1], rows[2], rows[3]]),
+                    hsum4_i32([rows[4], rows[5], rows[6], rows[7]]),
+                ];
+                let dy = f32x4_splat(f16_to_f32(y.d));
+                for h in 0..2 {
+                    let scale = f32x4_mul(d[h], dy);
+                    acc[h] = f32x4_add(acc[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
+                }
+            }
+        }
+        for (res, acc) in res.iter_mut().zip(&acc) {
+            store16(&mut res[..4], acc[0]);
+            store16(&mut res[4..], acc[1]);
+        }
+    }
+
     /// How a wasm variant gets the exact integer sums of one repacked Q4_1
     /// block's eight rows against one activation block: `prepare` decodes
     /// the weights once for a tile's activation rows; `sums` gives rows
@@ -722,8 +800,7 @@ mod imp {
         let mut mins = [[f32x4_splat(0.0); 2]; A];
         for (bi, b) in group.iter().enumerate() {
             let w = way.prepare(b);
-            let halves = |h: v128| [f16x4_to_f32(h), f16x4_to_f32(i64x2_shuffle::<1, 1>(h, h))];
-            let (d, m) = (halves(load16(&b.d)), halves(load16(&b.m)));
+            let (d, m) = (f16x8_to_f32(&b.d), f16x8_to_f32(&b.m));
             for ((dots, mins), x) in dots.iter_mut().zip(&mut mins).zip(&xs) {
                 let y = &x[bi];
                 let s = way.sums(&w, y);
