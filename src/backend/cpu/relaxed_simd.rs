@@ -165,7 +165,7 @@ mod imp {
         }
 
         #[inline(always)]
-        fn sums(&self, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
+        fn sums(&self, _: &BlockQ4_1x8, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
             // a[c]: activation bytes 8c..8c + 8 in both halves.
             let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
             let a = [

@@ -668,12 +668,16 @@ mod imp {
 
     /// A repacked Q8_0 group's eight rows times the first `A` rows of `xs`,
     /// as `q4_1_x8_tile` without the minimums: each 16-byte load holds
-    /// values 8k.. of two rows, widened to i16 once per tile and multiplied
-    /// in pairs against the activation's values 8k.. (both operands are
-    /// signed, so the relaxed dot would not take them). The integer sums
-    /// are exact; each block's, times d(w)·d(a), is rounded before it is
-    /// added where the twin (`repack_q8_0::gemm_q8_0_x8`) fuses the two, so
-    /// results are within `q4_1_x8_tile`'s bound of the twin's.
+    /// values 8k.. of two rows, widened to i16 and multiplied in pairs
+    /// against the activation's values 8k.. (both operands are signed, so
+    /// the relaxed dot would not take them). The weights are widened again
+    /// for each activation row rather than held widened across them: with
+    /// 32 held vectors, Node 20's V8 (which keeps fewer in registers) ran
+    /// SmolLM2 Q8_0's generated tokens slower than row-by-row dots did
+    /// (29.5 against 40.8 t/s). The integer sums are exact;
+    /// each block's, times d(w)·d(a), is rounded before it is added where
+    /// the twin (`repack_q8_0::gemm_q8_0_x8`) fuses the two, so results are
+    /// within `q4_1_x8_tile`'s bound of the twin's.
     #[inline(always)]
     fn q8_0_x8_tile<const A: usize>(
         group: &[BlockQ8_0x8],
@@ -683,33 +687,21 @@ mod imp {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let mut acc = [[f32x4_splat(0.0); 2]; A];
         for (bi, b) in group.iter().enumerate() {
-            // w[i][half]: load i (k = i / 4) of rows 2(i % 4) + half, widened.
-            let w: [[v128; 2]; 16] = std::array::from_fn(|i| {
-                let v = load16(&b.qs[16 * i..16 * i + 16]);
-                [i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v)]
-            });
             let d = f16x8_to_f32(&b.d);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
-                let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
-                let a = [
-                    i16x8_extend_low_i8x16(v0),
-                    i16x8_extend_high_i8x16(v0),
-                    i16x8_extend_low_i8x16(v1),
-                    i16x8_extend_high_i8x16(v1),
-                ];
+                let a = widened_activations(&y.qs);
                 let mut rows = [i32x4_splat(0); 8];
-                for (i, w) in w.iter().enumerate() {
+                // Load i holds values 8k.. (k = i / 4) of rows 2(i % 4) and
+                // 2(i % 4) + 1.
+                for (i, q) in b.qs.chunks_exact(16).enumerate() {
                     let (k, pair) = (i / 4, i % 4);
-                    for (half, w) in w.iter().enumerate() {
-                        let r = &mut rows[2 * pair + half];
-                        *r = i32x4_add(*r, i32x4_dot_i16x8(*w, a[k]));
-                    }
+                    let v = load16(q);
+                    let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
+                    rows[2 * pair] = i32x4_add(rows[2 * pair], i32x4_dot_i16x8(lo, a[k]));
+                    rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, a[k]));
                 }
-                let s = [
-                    hsum4_i32([rows[0], rows[1], rows[2], rows[3]]),
-                    hsum4_i32([rows[4], rows[5], rows[6], rows[7]]),
-                ];
+                let s = eight_row_sums(&rows);
                 let dy = f32x4_splat(f16_to_f32(y.d));
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
@@ -723,59 +715,69 @@ mod imp {
         }
     }
 
+    /// An activation block's values 8c..8c + 8 widened to i16, c in 0..4.
+    #[inline(always)]
+    fn widened_activations(qs: &[i8; 32]) -> [v128; 4] {
+        let (v0, v1) = (load16(&qs[..16]), load16(&qs[16..]));
+        [
+            i16x8_extend_low_i8x16(v0),
+            i16x8_extend_high_i8x16(v0),
+            i16x8_extend_low_i8x16(v1),
+            i16x8_extend_high_i8x16(v1),
+        ]
+    }
+
+    /// Eight rows' vectors of partial sums as rows 0..4 and 4..8 summed.
+    #[inline(always)]
+    fn eight_row_sums(rows: &[v128; 8]) -> [v128; 2] {
+        [
+            hsum4_i32([rows[0], rows[1], rows[2], rows[3]]),
+            hsum4_i32([rows[4], rows[5], rows[6], rows[7]]),
+        ]
+    }
+
     /// How a wasm variant gets the exact integer sums of one repacked Q4_1
     /// block's eight rows against one activation block: `prepare` decodes
-    /// the weights once for a tile's activation rows; `sums` gives rows
-    /// 0..4 and 4..8 in two vectors.
+    /// the weights once for a tile's activation rows, where that pays;
+    /// `sums` gives rows 0..4 and 4..8 in two vectors.
     pub(in crate::backend::cpu) trait Q4_1GroupSums {
         type Weights;
         fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights;
-        fn sums(&self, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2];
+        fn sums(&self, b: &BlockQ4_1x8, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2];
     }
 
     /// SIMD128's way: nibbles and activations widened to i16 and multiplied
     /// in pairs (`i32x4.dot_i16x8_s`), one vector of partial sums per row.
+    /// The nibbles are unpacked again for each activation row, as
+    /// `q8_0_x8_tile` widens its weights, for Node 20's V8's registers.
     struct WidenedSums;
 
     impl Q4_1GroupSums for WidenedSums {
-        /// `w[i][nib][half]`: the low (`nib` 0) or high nibbles of the
-        /// block's 16-byte load `i`, which holds values 16·nib + 8k.. (k = i
-        /// / 4) of rows 2(i % 4) (`half` 0) and 2(i % 4) + 1, widened.
-        type Weights = [[[v128; 2]; 2]; 8];
+        type Weights = ();
 
         #[inline(always)]
-        fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights {
-            std::array::from_fn(|i| {
-                let v = load16(&b.qs[16 * i..16 * i + 16]);
-                [v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4)]
-                    .map(|q| [u16x8_extend_low_u8x16(q), u16x8_extend_high_u8x16(q)])
-            })
-        }
+        fn prepare(&self, _: &BlockQ4_1x8) {}
 
         #[inline(always)]
-        fn sums(&self, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
-            // a[c]: activation values 8c..8c + 8, widened.
-            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
-            let a = [
-                i16x8_extend_low_i8x16(v0),
-                i16x8_extend_high_i8x16(v0),
-                i16x8_extend_low_i8x16(v1),
-                i16x8_extend_high_i8x16(v1),
-            ];
+        fn sums(&self, b: &BlockQ4_1x8, _: &(), y: &BlockQ8_1) -> [v128; 2] {
+            let a = widened_activations(&y.qs);
             let mut rows = [i32x4_splat(0); 8];
-            for (i, w) in w.iter().enumerate() {
+            // Load i holds values 8k.. (low nibbles) and 16 + 8k.. (high),
+            // k = i / 4, of rows 2(i % 4) and 2(i % 4) + 1.
+            for (i, q) in b.qs.chunks_exact(16).enumerate() {
                 let (k, pair) = (i / 4, i % 4);
-                for (nib, w) in w.iter().enumerate() {
-                    for (half, w) in w.iter().enumerate() {
-                        let r = &mut rows[2 * pair + half];
-                        *r = i32x4_add(*r, i32x4_dot_i16x8(*w, a[2 * nib + k]));
-                    }
+                let v = load16(q);
+                for (nib, q) in [v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let (lo, hi) = (u16x8_extend_low_u8x16(q), u16x8_extend_high_u8x16(q));
+                    let y = a[2 * nib + k];
+                    rows[2 * pair] = i32x4_add(rows[2 * pair], i32x4_dot_i16x8(lo, y));
+                    rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, y));
                 }
             }
-            [
-                hsum4_i32([rows[0], rows[1], rows[2], rows[3]]),
-                hsum4_i32([rows[4], rows[5], rows[6], rows[7]]),
-            ]
+            eight_row_sums(&rows)
         }
     }
 
@@ -803,7 +805,7 @@ mod imp {
             let (d, m) = (f16x8_to_f32(&b.d), f16x8_to_f32(&b.m));
             for ((dots, mins), x) in dots.iter_mut().zip(&mut mins).zip(&xs) {
                 let y = &x[bi];
-                let s = way.sums(&w, y);
+                let s = way.sums(b, &w, y);
                 let (dy, sy) = (f32x4_splat(f16_to_f32(y.d)), f32x4_splat(f16_to_f32(y.s)));
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
