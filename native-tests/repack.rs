@@ -209,16 +209,21 @@ fn layout_choice_per_variant() {
     let avx_vnni = [Avx2, Fma, F16c, AvxVnni];
     assert_eq!(layout(CpuVariant::AvxVnni, &cpu(&avx_vnni, 0)), Some(X8I8));
     let arm = [Neon, Dotprod, I8mm, Sve];
-    // Where SDOT is there, 4x4 (SDOT by element) also with i8mm and at
-    // 256 bits: fewer instructions than llama.cpp's 4x8 SMMLA and SVE 8x8.
-    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 32)), Some(X4I4));
-    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 16)), Some(X4I4));
-    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 64)), Some(X4I4));
+    // With i8mm, 8x8: its 16-byte loads are SMMLA's operands (two rows,
+    // eight bytes each), at any SVE width.
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 32)), Some(X8I8));
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 16)), Some(X8I8));
+    assert_eq!(layout(CpuVariant::Sve, &cpu(&arm, 64)), Some(X8I8));
+    // With SDOT and no i8mm, 4x4 (SDOT by element).
     assert_eq!(layout(CpuVariant::Sve, &cpu(&arm[..2], 16)), Some(X4I4));
+    assert_eq!(
+        layout(CpuVariant::Sve, &cpu(&[Neon, Dotprod, Sve], 32)),
+        Some(X4I4)
+    );
     // A64FX: SVE-512 without dotprod or i8mm.
     assert_eq!(layout(CpuVariant::Sve, &cpu(&[Neon, Sve], 64)), Some(X8I8));
     assert_eq!(layout(CpuVariant::Sve, &cpu(&[Neon, Sve], 32)), Some(X8I8));
-    assert_eq!(layout(CpuVariant::NeonI8mm, &cpu(&arm[..3], 0)), Some(X4I4));
+    assert_eq!(layout(CpuVariant::NeonI8mm, &cpu(&arm[..3], 0)), Some(X8I8));
     assert_eq!(
         layout(CpuVariant::NeonDotprod, &cpu(&arm[..2], 0)),
         Some(X4I4)
@@ -555,20 +560,26 @@ mod q8_0_groups {
                     b.d = half::f16::ONE;
                     b.qs = std::array::from_fn(|j| if (i + j) % 3 == 0 { -128 } else { 127 });
                 }
-                let mut x = q8_0(&ggml_test_values(4, cols));
-                for b in x.iter_mut() {
-                    b.d = half::f16::ONE;
-                    b.qs = [xv; QK];
-                }
-                let packed = RepackedQ8_0::new(&w, 8, cols).unwrap();
-                let out = product(k, &packed, &x, 1, 0..8);
-                for (r, got) in out.iter().enumerate() {
-                    let want: i32 = w[r * 2..r * 2 + 2]
-                        .iter()
-                        .flat_map(|b| b.qs)
-                        .map(|q| q as i32 * xv as i32)
-                        .sum();
-                    assert_eq!(*got, want as f32, "{} row {r} activations {xv}", k.variant);
+                // One activation row (the GEMV) and four (the tiles: SMMLA
+                // with i8mm).
+                for n in [1, 4] {
+                    let mut x = q8_0(&ggml_test_values(4, n * cols));
+                    for b in x.iter_mut() {
+                        b.d = half::f16::ONE;
+                        b.qs = [xv; QK];
+                    }
+                    let packed = RepackedQ8_0::new(&w, 8, cols).unwrap();
+                    let out = product(k, &packed, &x, n, 0..8);
+                    for (i, got) in out.iter().enumerate() {
+                        let r = i % 8;
+                        let want: i32 = w[r * 2..r * 2 + 2]
+                            .iter()
+                            .flat_map(|b| b.qs)
+                            .map(|q| q as i32 * xv as i32)
+                            .sum();
+                        let what = format!("{} n={n} output {i}: activations {xv}", k.variant);
+                        assert_eq!(*got, want as f32, "{what}");
+                    }
                 }
             }
         }

@@ -93,12 +93,6 @@ for cpu in "${AARCH64_CPUS[@]}"; do
     run "aarch64 $cpu" cargo test --target aarch64-unknown-linux-gnu --no-fail-fast "${selection[@]}"
 done
 
-# --- the npm package's five wasm builds start here, in the background: the
-# wasm32 stages below spend most of their time running one test process at a
-# time, which leaves a core free. The npm stage waits for them.
-scripts/build-wasm.sh > "$logs/build-wasm.log" 2>&1 &
-build_wasm_pid=$!
-
 # --- wasm32: Node runs every test; Chromium those that need no file system.
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 wasm_flags="-C target-feature=+simd128"
@@ -109,16 +103,29 @@ wasm_flags="-C target-feature=+simd128"
 # (building them at 2 took ~2.5 minutes alone).
 # (Given to the wasm stages only: exported, they would make the npm stage's
 # native cargo commands rebuild what the x86_64 stage built with debug info.)
-CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags" run "wasm32 node" \
-  cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast
+wasm_env=(CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags")
 browser_tests=(--test gguf_hostile --test gguf_roundtrip --test gguf_stream --test wasm_api --test kernels --test registry)
-CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
-  run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${browser_tests[@]}"
 # The relaxed-SIMD variant's kernels against their scalar twins, in Chromium
 # (Node 20 runs relaxed SIMD only behind a V8 flag; the npm tests use it
 # there for whole models). Its own target directory keeps the SIMD128
 # stages' builds.
 relaxed_tests=(--test kernels --test registry --test repack --test backend_ops)
+relaxed_env=(CARGO_PROFILE_DEV_DEBUG=false CARGO_TARGET_DIR=target/wasm-relaxed-tests RUSTFLAGS="$wasm_flags,+relaxed-simd")
+# Every wasm test module is built first, on both cores; the runs then take
+# one core (one test process at a time), and the npm package's five release
+# wasm builds take the other, in the background (the npm stage waits for
+# them). Started during the test builds, they made those builds ~3 minutes
+# longer.
+env "${wasm_env[@]}" cargo test --target wasm32-unknown-unknown --no-default-features --no-run -q 2>&1 | tail -n 3
+env "${relaxed_env[@]}" cargo test --target wasm32-unknown-unknown --no-default-features --no-run -q "${relaxed_tests[@]}" 2>&1 | tail -n 3
+scripts/build-wasm.sh > "$logs/build-wasm.log" 2>&1 &
+build_wasm_pid=$!
+# (`run` is a shell function: `env` cannot run it, so its stages take the
+# same settings as prefix assignments.)
+CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags" run "wasm32 node" \
+  cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast
+CARGO_PROFILE_DEV_DEBUG=false CARGO_PROFILE_DEV_OPT_LEVEL=2 RUSTFLAGS="$wasm_flags" WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
+  run "wasm32 chromium" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${browser_tests[@]}"
 CARGO_PROFILE_DEV_DEBUG=false CARGO_TARGET_DIR=target/wasm-relaxed-tests RUSTFLAGS="$wasm_flags,+relaxed-simd" \
   WASM_BINDGEN_USE_BROWSER=1 CHROMEDRIVER=/usr/bin/chromedriver \
   run "wasm32 chromium relaxed-simd" cargo test --target wasm32-unknown-unknown --no-default-features --no-fail-fast "${relaxed_tests[@]}"

@@ -41,6 +41,8 @@ mod neon;
 #[cfg(target_arch = "aarch64")]
 mod neon_groups;
 #[cfg(target_arch = "aarch64")]
+mod neon_i8mm;
+#[cfg(target_arch = "aarch64")]
 mod neon_q4_0;
 #[cfg(target_family = "wasm")]
 mod relaxed_simd;

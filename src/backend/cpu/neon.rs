@@ -12,6 +12,7 @@ use super::iq4_dot;
 use super::kernels::Kernels;
 use super::kquant_dot::{self, IntDots};
 use super::neon_groups;
+use super::neon_i8mm::{self, smmla};
 use super::neon_q4_0;
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
@@ -86,7 +87,8 @@ pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
     }
 }
 
-/// NEON with dotprod and i8mm: adds the SMMLA matrix-matrix kernel. Panics
+/// NEON with dotprod and i8mm: adds the SMMLA matrix-matrix kernels (and
+/// the SDOT GEMV of Q4_0's 8x8 layout, which this table's repacking picks). Panics
 /// unless this CPU has i8mm (and dotprod, checked by `dotprod_kernels`).
 pub(super) fn i8mm_kernels(base: Kernels) -> Kernels {
     assert!(
@@ -95,6 +97,9 @@ pub(super) fn i8mm_kernels(base: Kernels) -> Kernels {
     );
     Kernels {
         gemm_q4_0_x4i8: Some(gemm_q4_0_x4i8),
+        gemm_q8_0_x8: Some(neon_i8mm::gemm_q8_0_x8),
+        gemv_q4_0_x8i8: neon_groups::gemv_q4_0_x8,
+        gemm_q4_0_x8i8: Some(neon_i8mm::gemm_q4_0_x8),
         ..dotprod_kernels(base)
     }
 }
@@ -1371,17 +1376,6 @@ fn gemm_q4_0_x4i8(
         }
         i += 2 * pairs;
     }
-}
-
-/// # Safety
-/// The CPU must have i8mm (the asm is SMMLA; it touches registers only).
-#[inline(always)]
-unsafe fn smmla(acc: int32x4_t, a: int8x16_t, b: int8x16_t) -> int32x4_t {
-    let mut acc = acc;
-    asm!("smmla {acc:v}.4s, {a:v}.16b, {b:v}.16b",
-        acc = inout(vreg) acc, a = in(vreg) a, b = in(vreg) b,
-        options(pure, nomem, nostack));
-    acc
 }
 
 /// Four repacked rows times `P` pairs of activation rows with SMMLA: each

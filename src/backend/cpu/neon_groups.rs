@@ -1,6 +1,7 @@
 //! aarch64 group kernels (SDOT): eight interleaved rows times up to four
 //! activation rows, on the layouts of `repack_q8_0`, `repack_q4_1`,
-//! `repack_q5_0`, `repack_q4_k` and `repack_q6_k`. A
+//! `repack_q5_0`, `repack_q4_k` and `repack_q6_k`, and one activation row
+//! on Q4_0's eight-row layout (`repack::BlockQ4_0x8`). A
 //! 16-byte load of a group holds eight bytes of two rows, so one SDOT
 //! against eight activation bytes loaded twice (LD1R) leaves two lanes per
 //! row; a pairwise add per run gives the eight rows' sums in two vectors,
@@ -16,6 +17,7 @@ use std::arch::aarch64::*;
 
 use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::neon::{f16x8_to_f32, fp16, sdot16};
+use super::repack::{check_gemv, BlockQ4_0x8};
 use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
@@ -99,6 +101,71 @@ pub(super) fn gemm_q6_k_x8(
     });
 }
 
+/// Q4_0's eight-row GEMV (every generated token where the layout is 8x8:
+/// the neon-i8mm table, whose prompt kernel is `neon_i8mm::gemm_q4_0_x8`).
+pub(super) fn gemv_q4_0_x8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
+    check_gemv(group, x, out, 8);
+    let mut res = [0f32; 8];
+    // SAFETY: see the module's safety note: dotprod is present and `x`
+    // holds `group.len()` blocks (checked above); `res` is typed.
+    unsafe { q4_0_x8_row(group, x, &mut res) };
+    out[..8].copy_from_slice(&res);
+}
+
+/// Sixteen bytes of Q4_0's eight-row layout (nibbles q, 0..15, as in the
+/// file) as 16·(q − 8), signed: the low nibbles, then the high ones. XOR 8
+/// gives q − 8 modulo 16; shifted into the top four bits that is 16·(q − 8)
+/// as an i8, three instructions where subtracting 8 from each half takes
+/// four. The factor 16 leaves exactly in the conversion to float (four
+/// fraction bits).
+///
+/// # Safety
+/// NEON only (always present).
+#[inline(always)]
+pub(super) unsafe fn q4_0_sixteenths(v: uint8x16_t) -> [int8x16_t; 2] {
+    let v = veorq_u8(v, vdupq_n_u8(0x88));
+    [
+        vreinterpretq_s8_u8(vshlq_n_u8::<4>(v)),
+        vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0xF0))),
+    ]
+}
+
+/// Eight repacked Q4_0 rows times one activation row. A 16-byte load holds
+/// eight bytes of rows 2h and 2h + 1 (values 8k.. in the low nibbles, 16 +
+/// 8k.. in the high ones); SDOT against those activation bytes, loaded
+/// twice, leaves two lanes per row. Per block the exact sum S is scaled as
+/// `repack::gemv_q4_0_x8i8` (and `vec_dot`) scale it, S·d(w)·d(a), then
+/// added: results equal it bit for bit.
+///
+/// # Safety
+/// The CPU must have dotprod; `x` must hold at least `group.len()` blocks
+/// (zipped, so any length is memory-safe).
+#[target_feature(enable = "dotprod")]
+pub(super) unsafe fn q4_0_x8_row(group: &[BlockQ4_0x8], x: &[BlockQ8_0], res: &mut [f32; 8]) {
+    let mut acc = [vdupq_n_f32(0.0); 2];
+    for (b, y) in group.iter().zip(x) {
+        // Activation values 8c..8c + 8 in both halves of vector c.
+        let ya = twice_x4(y.qs.as_ptr());
+        let mut s = [vdupq_n_s32(0); 4];
+        for k in 0..2 {
+            let q = vld1q_u8_x4(b.qs.as_ptr().add(64 * k));
+            for (s, q) in s.iter_mut().zip([q.0, q.1, q.2, q.3]) {
+                let [lo, hi] = q4_0_sixteenths(q);
+                *s = sdot16(*s, lo, ya[k]);
+                *s = sdot16(*s, hi, ya[2 + k]);
+            }
+        }
+        let (lo, hi) = rows_of(&s);
+        let (dlo, dhi) = f16x8_to_f32(b.d.as_ptr());
+        let dy = fp16(y.d);
+        let scaled = |s, dw| vmulq_n_f32(vmulq_f32(vcvtq_n_f32_s32::<4>(s), dw), dy);
+        acc[0] = vaddq_f32(acc[0], scaled(lo, dlo));
+        acc[1] = vaddq_f32(acc[1], scaled(hi, dhi));
+    }
+    vst1q_f32(res.as_mut_ptr(), acc[0]);
+    vst1q_f32(res.as_mut_ptr().add(4), acc[1]);
+}
+
 /// Eight bytes at `p`, in both halves of a vector (LD1R).
 ///
 /// # Safety
@@ -155,7 +222,7 @@ unsafe fn widen_halves(v: uint8x16_t) -> [int16x8_t; 2] {
 /// The CPU must have dotprod; each of the first `A` rows of `xs` must hold
 /// at least `group.len()` blocks (indexed unchecked).
 #[target_feature(enable = "dotprod")]
-unsafe fn gemm_tile_q8_0_x8<const A: usize>(
+pub(super) unsafe fn gemm_tile_q8_0_x8<const A: usize>(
     group: &[BlockQ8_0x8],
     xs: &[&[BlockQ8_0]; 4],
     res: &mut [[f32; 8]; 4],

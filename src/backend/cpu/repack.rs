@@ -57,25 +57,25 @@ impl RepackLayout {
         }
     }
 
-    /// The layout a variant accelerates: 8x8 for AVX2 (as llama.cpp), 4x4
-    /// wherever SDOT is there (NEON dotprod and i8mm, SVE at every width) and
-    /// for SIMD128, else the SVE 8x8 kernel where vectors hold 256 bits or
-    /// more (A64FX). llama.cpp takes 4x8 with SMMLA where i8mm is there and
-    /// its SVE 8x8 kernel at 256 bits; lamina's 4x4 kernels (SDOT by element,
-    /// `neon_q4_0`) run fewer instructions per token than its 4x8 ones (GEMV
-    /// and the SMMLA tile alike) and than its SVE 8x8 GEMV (under qemu's
-    /// `max`), so 4x8 serves only callers that name it (`RepackedQ4_0::new`,
-    /// the kernel bench), and SVE's 8x8 CPUs without dotprod.
+    /// The layout a variant accelerates: 8x8 for AVX2 (as llama.cpp) and
+    /// wherever i8mm is there (NEON and SVE at every width: its 16-byte
+    /// loads hold eight bytes of two rows, SMMLA's operand, and its SDOT GEMV
+    /// runs as few instructions per token as the 4x4 one); 4x4 where SDOT is
+    /// there without i8mm (SDOT by element, `neon_q4_0`) and for SIMD128;
+    /// else the SVE 8x8 kernel where vectors hold 256 bits or more (A64FX).
+    /// 4x8 serves only callers that name it (`RepackedQ4_0::new`, the kernel
+    /// bench).
     pub fn for_variant(variant: CpuVariant, features: &CpuFeatures) -> Option<RepackLayout> {
         let has = |f| features.has(f);
         match variant {
             CpuVariant::Avx2 | CpuVariant::AvxVnni | CpuVariant::Avx512 => Some(RepackLayout::X8I8),
+            CpuVariant::NeonI8mm => Some(RepackLayout::X8I8),
+            CpuVariant::Sve if has(Feature::I8mm) => Some(RepackLayout::X8I8),
             CpuVariant::Sve if has(Feature::Dotprod) => Some(RepackLayout::X4I4),
             CpuVariant::Sve if features.sve_bytes >= 32 => Some(RepackLayout::X8I8),
-            CpuVariant::NeonI8mm
-            | CpuVariant::NeonDotprod
-            | CpuVariant::Simd128
-            | CpuVariant::RelaxedSimd => Some(RepackLayout::X4I4),
+            CpuVariant::NeonDotprod | CpuVariant::Simd128 | CpuVariant::RelaxedSimd => {
+                Some(RepackLayout::X4I4)
+            }
             CpuVariant::Sve | CpuVariant::Scalar | CpuVariant::Neon => None,
         }
     }

@@ -29,7 +29,7 @@ const _: () = assert!(offset_of!(BlockQ4_0x8, qs) == 16);
 const _: () = assert!(size_of::<BlockQ4_0x8>() == 16 + 128);
 
 /// SVE kernels over `base` (the best NEON table, for what SVE does not
-/// replace). The Q4_0/Q8_0 dots replace NEON's only without dotprod (A64FX):
+/// replace). The Q4_0/Q8_0 dots and the 8x8 GEMV replace NEON's only without dotprod (A64FX):
 /// with SDOT, NEON's per-block code is shorter (bench-kernels under qemu). The
 /// 8x8 GEMV needs vectors of at least 256 bits. Panics unless this CPU has
 /// SVE: every kernel here relies on it, so it is checked here, once per
@@ -47,7 +47,7 @@ pub(super) fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
         // NEON's one-row kernel four times.
         k.vec_dot4_q8_0_q8_0 = None;
     }
-    if features.sve_bytes >= 32 {
+    if features.sve_bytes >= 32 && !features.has(Feature::Dotprod) {
         // Memory-safe at any vector length (see `block_x8i8`); correct from
         // 256 bits, which `sve_bytes` says.
         k.gemv_q4_0_x8i8 = gemv_q4_0_x8i8;
