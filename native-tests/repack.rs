@@ -109,7 +109,9 @@ fn gemm_equals_gemv_per_activation_row() {
                 let cols = 128;
                 let w = q4_0(&ggml_test_values(rng.next_u64(), rows * cols));
                 let packed = RepackedQ4_0::new(&w, rows, cols, layout).unwrap();
-                for n in 1..=5 {
+                // Up to a tile of eight rows and one more (neon-i8mm's
+                // SMMLA tiles take eight).
+                for n in 1..=9 {
                     let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
                     let mut out = vec![f32::NAN; n * rows];
                     packed.gemm(&k, &x, n, &mut out).unwrap();
@@ -437,6 +439,7 @@ mod q8_0_groups {
 
     use super::{assert_matches_twin, q8_0, supported_kernels};
     use crate::common::{ggml_test_values, Rng};
+    use lamina::backend::cpu::act_rows::interleave_rows;
     use lamina::backend::cpu::repack_q8_0::{self, RepackedQ8_0};
     use lamina::backend::cpu::Kernels;
     use lamina::tensor::blocks::*;
@@ -476,6 +479,32 @@ mod q8_0_groups {
         out
     }
 
+    /// The same product with the activations in pairs, where the variant
+    /// takes them (`act_rows`; neon-i8mm's SMMLA tiles).
+    fn product_paired(
+        k: &Kernels,
+        packed: &RepackedQ8_0,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+    ) -> Option<Vec<f32>> {
+        if !RepackedQ8_0::wants_pairs(k, n) {
+            return None;
+        }
+        let mut pairs = Vec::new();
+        let workers = lamina::parallel::Workers::new(1).unwrap();
+        interleave_rows(&workers, x, n, packed.cols() / QK, &mut pairs);
+        let mut out = vec![f32::NAN; n * rows.len()];
+        // Pairs that do not match the activations are an error.
+        assert!(packed
+            .product_rows_pairs(k, x, &pairs[1..], n, rows.clone(), &mut out)
+            .is_err());
+        packed
+            .product_rows_pairs(k, x, &pairs, n, rows, &mut out)
+            .unwrap();
+        Some(out)
+    }
+
     #[test]
     fn products_match_the_scalar_kernel_and_vec_dot() {
         let scalar = Kernels::scalar();
@@ -512,6 +541,18 @@ mod q8_0_groups {
                             for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
                                 let len = end - start;
                                 let out = product(k, &packed, &x, n, start..end);
+                                if let Some(paired) = product_paired(k, &packed, &x, n, start..end)
+                                {
+                                    let bits = |v: &[f32]| {
+                                        v.iter().map(|f| f.to_bits()).collect::<Vec<_>>()
+                                    };
+                                    assert_eq!(
+                                        bits(&paired),
+                                        bits(&out),
+                                        "{} paired rows={rows} cols={cols} n={n} piece {start}..{end}",
+                                        k.variant
+                                    );
+                                }
                                 for i in 0..n {
                                     let xi = &x[i * per_row..(i + 1) * per_row];
                                     for r in start..end {
@@ -570,7 +611,8 @@ mod q8_0_groups {
                     }
                     let packed = RepackedQ8_0::new(&w, 8, cols).unwrap();
                     let out = product(k, &packed, &x, n, 0..8);
-                    for (i, got) in out.iter().enumerate() {
+                    let paired = product_paired(k, &packed, &x, n, 0..8);
+                    for (i, got) in out.iter().chain(paired.iter().flatten()).enumerate() {
                         let r = i % 8;
                         let want: i32 = w[r * 2..r * 2 + 2]
                             .iter()

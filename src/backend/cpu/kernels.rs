@@ -4,6 +4,7 @@
 
 use half::f16;
 
+use super::act_rows::{BlockQ8_0x2, BlockQ8_0x4};
 use super::features::CpuFeatures;
 use super::repack::{self, BlockQ4_0x4, BlockQ4_0x8, RepackLayout};
 use super::repack_q4_1::BlockQ4_1x8;
@@ -22,6 +23,10 @@ pub type GemvFn<G> = fn(&[G], &[BlockQ8_0], &mut [f32]);
 /// One group of repacked rows times `n` activation rows stored one after the
 /// other; output `r` of activation row `i` goes to `out[i * stride + r]`.
 pub type GemmFn<G> = fn(&[G], &[BlockQ8_0], usize, &mut [f32], usize);
+/// `GemmFn` with the activation rows also interleaved in blocks of rows
+/// (`act_rows::interleave_rows`): `(group, blocks, x, n, out, stride)`;
+/// rows past the last whole block of rows are read from `x`.
+pub type InterleavedGemmFn<G, A> = fn(&[G], &[A], &[BlockQ8_0], usize, &mut [f32], usize);
 /// `GemmFn` with each activation block's sum of quants
 /// (`repack_q5_0::activation_sums`), for kernels that take an offset off
 /// the weights through them.
@@ -137,7 +142,15 @@ pub struct Kernels {
     /// Matrix-matrix kernels where a variant has one (else GEMV per row).
     pub gemm_q4_0_x4i4: Option<GemmFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x4i8: Option<GemmFn<BlockQ4_0x4>>,
+    /// `gemm_q4_0_x4i4` with the activation rows also in quads
+    /// (`act_rows`), where a variant has an SDOT-by-element kernel for it;
+    /// used for four activation rows and more.
+    pub gemm_q4_0_x4i4_quads: Option<InterleavedGemmFn<BlockQ4_0x4, BlockQ8_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
+    /// The same product with the activation rows also in pairs
+    /// (`act_rows`), where a variant has an SMMLA kernel for it; used for
+    /// two activation rows and more.
+    pub gemm_q4_0_x8i8_pairs: Option<InterleavedGemmFn<BlockQ4_0x8, BlockQ8_0x2>>,
     /// The same product taking the activation blocks' sums, where a
     /// variant's kernel wants them: then used instead of `gemm_q4_0_x8i8`
     /// and `gemv_q4_0_x8i8`, for any number of activation rows.
@@ -151,6 +164,10 @@ pub struct Kernels {
     pub gemm_q6_k_x8: Option<GemmQ6KFn>,
     /// As `gemm_q5_0_x8`, for Q8_0 (`repack_q8_0`).
     pub gemm_q8_0_x8: Option<GemmFn<BlockQ8_0x8>>,
+    /// The same product with the activation rows also in pairs
+    /// (`act_rows`), where a variant has an SMMLA kernel for it; used for
+    /// two activation rows and more.
+    pub gemm_q8_0_x8_pairs: Option<InterleavedGemmFn<BlockQ8_0x8, BlockQ8_0x2>>,
     /// As `gemm_q5_0_x8`, for Q4_1 (`repack_q4_1`).
     pub gemm_q4_1_x8: Option<GemmQ4_1Fn>,
     // Element-wise and row kernels (scalar twins in rows.rs).
@@ -233,6 +250,9 @@ impl Kernels {
             gemm_q4_0_x4i4: None,
             gemm_q4_0_x4i8: None,
             gemm_q4_0_x8i8: None,
+            gemm_q4_0_x8i8_pairs: None,
+            gemm_q4_0_x4i4_quads: None,
+            gemm_q8_0_x8_pairs: None,
             gemm_q4_0_x8i8_sums: None,
             gemm_q5_0_x8: None,
             gemm_q4_k_x8: None,

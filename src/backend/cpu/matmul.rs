@@ -9,10 +9,13 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
+use super::act_rows::{interleave_rows, ActRows, BlockQ8_0x2, BlockQ8_0x4};
 use super::interleaved::{Interleaved, PlainGroup};
 use super::kernels::{Kernels, TileF32Fn};
 use super::products::{ActType, CpuProduct, Dots};
+use super::repack::ActLayout;
 use super::repack_q5_0::activation_sums;
+use super::repack_q8_0::RepackedQ8_0;
 use crate::backend::matrix::{Matrix, Repacked, Storage};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
@@ -28,6 +31,10 @@ pub(super) struct ActScratch {
     pub(super) q8_k: Vec<BlockQ8K>,
     /// Each Q8_0 block's sum of quants, for the repacked Q5_0 kernels.
     sums: Vec<i32>,
+    /// The Q8_0 rows in pairs and in quads, for the kernels that take them
+    /// so (`act_rows`).
+    pairs: Vec<BlockQ8_0x2>,
+    quads: Vec<BlockQ8_0x4>,
     f16: Vec<f16>,
     f32: Vec<f32>,
 }
@@ -511,6 +518,37 @@ where
     result
 }
 
+/// A product whose kernels take the Q8_0 activation rows also interleaved
+/// (`act_rows`, arranged once per product in the scratch `arranged` picks):
+/// `product(y, arranged, rows, out)` runs on the workers as in `split_rows`.
+#[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
+fn interleaved<A, F>(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    arranged: fn(&mut ActScratch) -> &mut Vec<A>,
+    x: &[f32],
+    cols: usize,
+    rows: usize,
+    n: usize,
+    out: &mut [f32],
+    product: F,
+) -> Result<()>
+where
+    A: ActRows,
+    F: Fn(&[BlockQ8_0], &[A], std::ops::Range<usize>, &mut [f32]) -> Result<()> + Sync + Send,
+{
+    let Scratch { acts, pieces } = s;
+    let mut blocks = std::mem::take(arranged(acts));
+    let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
+    interleave_rows(workers, y, n, cols / QK, &mut blocks);
+    let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
+        product(y, &blocks, rows, dst)
+    });
+    *arranged(acts) = blocks;
+    result
+}
+
 /// The backend's product scratch, kept between calls.
 #[derive(Default)]
 pub(super) struct Scratch {
@@ -549,6 +587,46 @@ pub(super) fn mul_mat(
             with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
                 float => float_product(k, workers, s, mapped, dtype, x, n, out))
         }
+        Storage::Repacked(Repacked::Q4_0(p)) if p.act_layout(k, n) == ActLayout::Pairs => {
+            interleaved(
+                k,
+                workers,
+                s,
+                |a| &mut a.pairs,
+                x,
+                cols,
+                rows,
+                n,
+                out,
+                |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
+            )
+        }
+        Storage::Repacked(Repacked::Q4_0(p)) if p.act_layout(k, n) == ActLayout::Quads => {
+            interleaved(
+                k,
+                workers,
+                s,
+                |a| &mut a.quads,
+                x,
+                cols,
+                rows,
+                n,
+                out,
+                |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
+            )
+        }
+        Storage::Repacked(Repacked::Q8_0(p)) if RepackedQ8_0::wants_pairs(k, n) => interleaved(
+            k,
+            workers,
+            s,
+            |a| &mut a.pairs,
+            x,
+            cols,
+            rows,
+            n,
+            out,
+            |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
+        ),
         Storage::Repacked(Repacked::Q4_0(p)) => with_sums(
             k,
             workers,

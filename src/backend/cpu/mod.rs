@@ -2,6 +2,7 @@
 //! host buffer type, the repacked-Q4_0 extra buffer type, and the backend
 //! that runs every op with the selected variant's kernels.
 
+pub mod act_rows;
 mod attention;
 mod attention_blocks;
 mod backend;

@@ -79,6 +79,7 @@ pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
         gemm_q4_0_x4i4: Some(neon_q4_0::gemm_q4_0_x4i4),
         gemv_q4_0_x4i8,
         gemm_q8_0_x8: Some(neon_groups::gemm_q8_0_x8),
+        gemm_q4_0_x4i4_quads: Some(neon_q4_0::gemm_q4_0_x4i4_quads),
         gemm_q4_1_x8: Some(neon_groups::gemm_q4_1_x8),
         gemm_q4_k_x8: Some(neon_groups::gemm_q4_k_x8),
         gemm_q5_0_x8: Some(neon_groups::gemm_q5_0_x8),
@@ -97,9 +98,9 @@ pub(super) fn i8mm_kernels(base: Kernels) -> Kernels {
     );
     Kernels {
         gemm_q4_0_x4i8: Some(gemm_q4_0_x4i8),
-        gemm_q8_0_x8: Some(neon_i8mm::gemm_q8_0_x8),
+        gemm_q8_0_x8_pairs: Some(neon_i8mm::gemm_q8_0_x8_pairs),
         gemv_q4_0_x8i8: neon_groups::gemv_q4_0_x8,
-        gemm_q4_0_x8i8: Some(neon_i8mm::gemm_q4_0_x8),
+        gemm_q4_0_x8i8_pairs: Some(neon_i8mm::gemm_q4_0_x8_pairs),
         ..dotprod_kernels(base)
     }
 }

@@ -5,11 +5,15 @@
 //! instruction, twice SDOT's. The eight-row layouts (`repack_q8_0`, and
 //! Q4_0's 8x8, `repack::BlockQ4_0x8`) already hold eight bytes of two rows
 //! per 16-byte load, so the weights go to SMMLA as loaded (Q4_0's nibbles
-//! once unpacked); each activation row pair is zipped into that shape once
-//! per block and serves all four weight row pairs.
+//! once unpacked). The activations come in pairs arranged once per product
+//! (`act_rows`), SMMLA's shape, with their scales in its lane order: zipped
+//! by the kernel, they were zipped again for every group of eight weight
+//! rows. Q8_0's tiles take two pairs, Q4_0's four (unpacking the nibbles
+//! costs as much as one pair's products), in two passes of four rows.
 //!
-//! A lone activation row (every generated token) would leave half of each
-//! SMMLA unused, so it stays on the SDOT tile (`neon_groups`).
+//! A lone activation row (every generated token, or the odd last row of a
+//! batch) would leave half of each SMMLA unused, so it goes through the
+//! layout's SDOT kernel (`neon_groups`).
 //!
 //! Integer sums are exact and the float steps are the scalar twin's, lane
 //! by lane, so every result equals the twin's bit for bit.
@@ -17,58 +21,122 @@
 use std::arch::aarch64::*;
 use std::arch::asm;
 
-use super::group_tiles::gemm_in_tiles;
-use super::neon::{f16x8_to_f32, fp16};
+use super::act_rows::BlockQ8_0x2;
+use super::group_tiles::by_take;
+use super::neon::{f16x8_to_f32, fp16x4};
 use super::neon_groups::{gemm_tile_q8_0_x8, q4_0_sixteenths, q4_0_x8_row};
-use super::repack::BlockQ4_0x8;
+use super::repack::{check_gemm, BlockQ4_0x8};
 use super::repack_q8_0::BlockQ8_0x8;
 use crate::tensor::blocks::BlockQ8_0;
 
 // Safety. The safe wrappers below are private to the crate's CPU backend
 // and reachable only through the table `neon::i8mm_kernels` builds after
-// detecting i8mm and dotprod; `gemm_in_tiles` checks the shapes
-// (`check_gemm`) and slices every activation row to the group's length
-// before a tile runs, which the tiles' unchecked indexing relies on.
+// detecting i8mm and dotprod; their frame (`in_pair_tiles`) checks the
+// shapes and slices every activation pair (and an odd last row) to the
+// group's length before a tile runs, which the tiles' unchecked indexing
+// relies on.
 
-pub(super) fn gemm_q8_0_x8(
+pub(super) fn gemm_q8_0_x8_pairs(
     group: &[BlockQ8_0x8],
+    pairs: &[BlockQ8_0x2],
     x: &[BlockQ8_0],
     n: usize,
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-        // SAFETY: see the module's safety note: i8mm and dotprod are
-        // present, every `xs` row holds `group.len()` blocks (a short
-        // tile repeats its last row, so a third row has a fourth to pair
-        // with), and `res` is typed.
+    // Two pairs to a tile: the weights need no unpacking, and their eight
+    // rows keep eight accumulators per pair.
+    in_pair_tiles::<2, _>(group, pairs, x, n, out, stride, |take, ps, res| {
+        // SAFETY: see the module's safety note: i8mm is present, every
+        // `ps` entry holds `group.len()` blocks, and `res` is typed.
         unsafe {
             match take {
-                1 => gemm_tile_q8_0_x8::<1>(group, xs, res),
-                2 => tile_q8_0_x8::<1>(group, xs, res),
-                _ => tile_q8_0_x8::<2>(group, xs, res),
+                1 => tile_q8_0_x8_pairs::<1>(group, ps, res),
+                _ => tile_q8_0_x8_pairs::<2>(group, ps, res),
             }
         }
     });
 }
 
-pub(super) fn gemm_q4_0_x8(
+pub(super) fn gemm_q4_0_x8_pairs(
     group: &[BlockQ4_0x8],
+    pairs: &[BlockQ8_0x2],
     x: &[BlockQ8_0],
     n: usize,
     out: &mut [f32],
     stride: usize,
 ) {
-    gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-        // SAFETY: as in `gemm_q8_0_x8`.
-        unsafe {
-            match take {
-                1 => q4_0_x8_row(group, xs[0], &mut res[0]),
-                2 => tile_q4_0_x8::<1>(group, xs, res),
-                _ => tile_q4_0_x8::<2>(group, xs, res),
-            }
-        }
+    // Up to four pairs to a tile: unpacking the nibbles costs as much as
+    // the products for one pair.
+    in_pair_tiles::<4, _>(group, pairs, x, n, out, stride, |take, ps, res| {
+        // SAFETY: as in `gemm_q8_0_x8_pairs`.
+        unsafe { by_take!(take, tile_q4_0_x8(group, ps, res)) }
     });
+}
+
+/// The frame of the paired kernels: `check_gemm` and the pairs' length,
+/// then `tile(take, ps, res)` over the `n / 2` activation pairs up to `T`
+/// at a time (`ps`: the tile's pairs sliced to the group's length, the last
+/// repeated to fill a short tile; `take`: how many are real; `res[2p + j]`:
+/// row j of pair p), and an odd last row through the SDOT kernel of the
+/// layout (`Row::row`).
+#[inline(always)]
+fn in_pair_tiles<const T: usize, G: OneRow>(
+    group: &[G],
+    pairs: &[BlockQ8_0x2],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut(usize, &[&[BlockQ8_0x2]; 4], &mut [[f32; 8]; 8]),
+) {
+    check_gemm(group, x, n, out, stride, 8);
+    let per_row = group.len();
+    assert_eq!(
+        pairs.len(),
+        n / 2 * per_row,
+        "gemm: {} paired blocks for {n} activation rows of {per_row}",
+        pairs.len()
+    );
+    let pair = |p: usize| &pairs[p * per_row..][..per_row];
+    let mut res = [[0f32; 8]; 8];
+    let mut p = 0;
+    while p < n / 2 {
+        let take = (n / 2 - p).min(T);
+        let ps: [&[BlockQ8_0x2]; 4] = std::array::from_fn(|j| pair(p + j.min(take - 1)));
+        tile(take, &ps, &mut res);
+        for (j, res) in res[..2 * take].iter().enumerate() {
+            out[(2 * p + j) * stride..][..8].copy_from_slice(res);
+        }
+        p += take;
+    }
+    if n % 2 == 1 {
+        let mut last = [0f32; 8];
+        G::row(group, &x[(n - 1) * per_row..][..per_row], &mut last);
+        out[(n - 1) * stride..][..8].copy_from_slice(&last);
+    }
+}
+
+/// A layout's kernel for one activation row (SDOT, `neon_groups`).
+trait OneRow: Sized {
+    fn row(group: &[Self], x: &[BlockQ8_0], res: &mut [f32; 8]);
+}
+
+impl OneRow for BlockQ8_0x8 {
+    fn row(group: &[Self], x: &[BlockQ8_0], res: &mut [f32; 8]) {
+        let mut tile = [[0f32; 8]; 4];
+        // SAFETY: dotprod is present (the i8mm table has it), and `x` holds
+        // `group.len()` blocks (the frame sliced it).
+        unsafe { gemm_tile_q8_0_x8::<1>(group, &[x; 4], &mut tile) };
+        *res = tile[0];
+    }
+}
+
+impl OneRow for BlockQ4_0x8 {
+    fn row(group: &[Self], x: &[BlockQ8_0], res: &mut [f32; 8]) {
+        // SAFETY: as for Q8_0.
+        unsafe { q4_0_x8_row(group, x, res) }
+    }
 }
 
 /// SMMLA: `acc` += the 2x2 product of `w` (two rows of eight bytes) and the
@@ -84,37 +152,6 @@ pub(super) unsafe fn smmla(acc: int32x4_t, w: int8x16_t, y: int8x16_t) -> int32x
         acc = inout(vreg) acc, w = in(vreg) w, y = in(vreg) y,
         options(pure, nomem, nostack));
     acc
-}
-
-/// Two activation blocks' 32 quants as SMMLA's second operand: vector k
-/// holds values 8k..8k + 8 of `y0`, then of `y1`.
-///
-/// # Safety
-/// NEON only (always present); the loads stay inside the typed blocks.
-#[inline(always)]
-unsafe fn zipped_pair(y0: &BlockQ8_0, y1: &BlockQ8_0) -> [int8x16_t; 4] {
-    let a = vld1q_s8_x2(y0.qs.as_ptr());
-    let b = vld1q_s8_x2(y1.qs.as_ptr());
-    let (a, b) = (
-        [vreinterpretq_s64_s8(a.0), vreinterpretq_s64_s8(a.1)],
-        [vreinterpretq_s64_s8(b.0), vreinterpretq_s64_s8(b.1)],
-    );
-    [
-        vreinterpretq_s8_s64(vzip1q_s64(a[0], b[0])),
-        vreinterpretq_s8_s64(vzip2q_s64(a[0], b[0])),
-        vreinterpretq_s8_s64(vzip1q_s64(a[1], b[1])),
-        vreinterpretq_s8_s64(vzip2q_s64(a[1], b[1])),
-    ]
-}
-
-/// The scales of an activation pair in SMMLA's lane order: (d0, d1, d0, d1).
-///
-/// # Safety
-/// NEON only (always present).
-#[inline(always)]
-unsafe fn pair_scales(y0: &BlockQ8_0, y1: &BlockQ8_0) -> float32x4_t {
-    let d = vset_lane_f32::<1>(fp16(y1.d), vdup_n_f32(fp16(y0.d)));
-    vcombine_f32(d, d)
 }
 
 /// The eight rows' scales of a group block in SMMLA's lane order, per row
@@ -134,45 +171,108 @@ unsafe fn row_pair_scales(d: &[half::f16; 8]) -> [float32x4_t; 4] {
 }
 
 /// Stores `acc[p][h]` (row pair h times activation pair p, lanes in SMMLA's
-/// order) as `res[a][r]`.
+/// order) as `res[a][r]`, for row pairs `first..first + H`.
 ///
 /// # Safety
-/// NEON only (always present); the stores go to the typed `res`.
+/// NEON only (always present); the stores go through checked slices of
+/// the typed `res`.
 #[inline(always)]
-unsafe fn store_pairs<const P: usize>(acc: &[[float32x4_t; 4]; P], res: &mut [[f32; 8]; 4]) {
+unsafe fn store_pairs<const P: usize, const H: usize, const A: usize>(
+    acc: &[[float32x4_t; H]; P],
+    first: usize,
+    res: &mut [[f32; 8]; A],
+) {
     for (p, acc) in acc.iter().enumerate() {
-        // UZP1 keeps the even lanes (activation 2p), UZP2 the odd ones.
-        let first = [vuzp1q_f32(acc[0], acc[1]), vuzp1q_f32(acc[2], acc[3])];
-        let second = [vuzp2q_f32(acc[0], acc[1]), vuzp2q_f32(acc[2], acc[3])];
-        for (a, halves) in [(2 * p, first), (2 * p + 1, second)] {
-            vst1q_f32(res[a].as_mut_ptr(), halves[0]);
-            vst1q_f32(res[a].as_mut_ptr().add(4), halves[1]);
+        for (g, acc) in acc.chunks_exact(2).enumerate() {
+            // UZP1 keeps the even lanes (activation 2p), UZP2 the odd ones:
+            // rows 2(first + 2g)..+4 of each.
+            let at = 2 * first + 4 * g;
+            vst1q_f32(
+                res[2 * p][at..at + 4].as_mut_ptr(),
+                vuzp1q_f32(acc[0], acc[1]),
+            );
+            vst1q_f32(
+                res[2 * p + 1][at..at + 4].as_mut_ptr(),
+                vuzp2q_f32(acc[0], acc[1]),
+            );
         }
     }
 }
 
-/// Eight repacked Q8_0 rows times `P` (1 or 2) pairs of activation rows:
-/// per block, row and activation the exact sum, added with one FMA by
+/// Eight repacked Q4_0 rows times `P` (1..=4) activation pairs, in two
+/// passes of four rows: each pass unpacks its four rows' nibbles once per
+/// block for all `P` pairs (as 16·(q − 8), `q4_0_sixteenths`), so SMMLA
+/// gives 16·S, converted exactly with four fraction bits; S·d(w)·d(a) is
+/// then added, as `repack::gemv_q4_0_x8i8` (and `vec_dot`) do: results
+/// equal it bit for bit. `res[2p + j]` gets row j of pair p.
+///
+/// # Safety
+/// The CPU must have i8mm; each of the first `P` entries of `ps` must hold
+/// at least `group.len()` blocks (indexed unchecked).
+#[target_feature(enable = "i8mm")]
+unsafe fn tile_q4_0_x8<const P: usize>(
+    group: &[BlockQ4_0x8],
+    ps: &[&[BlockQ8_0x2]; 4],
+    res: &mut [[f32; 8]; 8],
+) {
+    for half in 0..2 {
+        // Row pairs 2·half and 2·half + 1.
+        let mut acc = [[vdupq_n_f32(0.0); 2]; P];
+        for (bi, b) in group.iter().enumerate() {
+            // In bounds: `half` < 2, and a block holds eight scales.
+            let d = b.d.as_ptr().add(4 * half).cast::<[half::f16; 4]>();
+            let d = fp16x4(&*d);
+            let dw = [vzip1q_f32(d, d), vzip2q_f32(d, d)];
+            // w[j][c]: values 8c..8c + 8 of rows 2h and 2h + 1, h = 2·half + j
+            // (bytes 8k.. hold values 8k.. in the low nibbles, 16 + 8k.. in
+            // the high ones).
+            let w: [[int8x16_t; 4]; 2] = std::array::from_fn(|j| {
+                let at = 16 * (2 * half + j);
+                let [lo0, hi0] = q4_0_sixteenths(vld1q_u8(b.qs.as_ptr().add(at)));
+                let [lo1, hi1] = q4_0_sixteenths(vld1q_u8(b.qs.as_ptr().add(64 + at)));
+                [lo0, lo1, hi0, hi1]
+            });
+            for (p, acc) in acc.iter_mut().enumerate() {
+                let y = ps.get_unchecked(p).get_unchecked(bi);
+                let q = vld1q_s8_x4(y.qs.as_ptr());
+                let dy = vld1q_f32(y.d.as_ptr());
+                for ((acc, w), dw) in acc.iter_mut().zip(&w).zip(dw) {
+                    let mut s = vdupq_n_s32(0);
+                    for (w, y) in w.iter().zip([q.0, q.1, q.2, q.3]) {
+                        s = smmla(s, *w, y);
+                    }
+                    let scaled = vmulq_f32(vmulq_f32(vcvtq_n_f32_s32::<4>(s), dw), dy);
+                    *acc = vaddq_f32(*acc, scaled);
+                }
+            }
+        }
+        store_pairs(&acc, 2 * half, res);
+    }
+}
+
+/// Eight repacked Q8_0 rows times `P` (1 or 2) activation pairs: per
+/// block, row and activation the exact sum, added with one FMA by
 /// d(w)·d(a) as `repack_q8_0::gemm_q8_0_x8` does, so results equal it bit
 /// for bit.
 ///
 /// # Safety
-/// The CPU must have i8mm; each of the first `2P` rows of `xs` must hold at
-/// least `group.len()` blocks (indexed unchecked).
+/// The CPU must have i8mm; each of the first `P` entries of `ps` must hold
+/// at least `group.len()` blocks (indexed unchecked).
 #[target_feature(enable = "i8mm")]
-unsafe fn tile_q8_0_x8<const P: usize>(
+unsafe fn tile_q8_0_x8_pairs<const P: usize>(
     group: &[BlockQ8_0x8],
-    xs: &[&[BlockQ8_0]; 4],
-    res: &mut [[f32; 8]; 4],
+    ps: &[&[BlockQ8_0x2]; 4],
+    res: &mut [[f32; 8]; 8],
 ) {
     let mut acc = [[vdupq_n_f32(0.0); 4]; P];
     for (bi, b) in group.iter().enumerate() {
-        let act = |j: usize| xs.get_unchecked(j).get_unchecked(bi);
-        let y: [[int8x16_t; 4]; P] =
-            std::array::from_fn(|p| zipped_pair(act(2 * p), act(2 * p + 1)));
-        let dy: [float32x4_t; P] = std::array::from_fn(|p| pair_scales(act(2 * p), act(2 * p + 1)));
-        let dw = row_pair_scales(&b.d);
-        for (h, dw) in dw.iter().enumerate() {
+        let ys: [&BlockQ8_0x2; P] = std::array::from_fn(|p| ps.get_unchecked(p).get_unchecked(bi));
+        let y: [[int8x16_t; 4]; P] = ys.map(|y| {
+            let q = vld1q_s8_x4(y.qs.as_ptr());
+            [q.0, q.1, q.2, q.3]
+        });
+        let dy: [float32x4_t; P] = ys.map(|y| vld1q_f32(y.d.as_ptr()));
+        for (h, dw) in row_pair_scales(&b.d).iter().enumerate() {
             let mut s = [vdupq_n_s32(0); P];
             for k in 0..4 {
                 // Values 8k..8k + 8 of rows 2h and 2h + 1.
@@ -186,46 +286,5 @@ unsafe fn tile_q8_0_x8<const P: usize>(
             }
         }
     }
-    store_pairs(&acc, res);
-}
-
-/// Eight repacked Q4_0 rows times `P` (1 or 2) pairs of activation rows.
-/// The nibbles are unpacked as 16·(q − 8) (`q4_0_sixteenths`), so SMMLA
-/// gives 16·S, converted exactly with four fraction bits; S·d(w)·d(a) is
-/// then added, as `repack::gemv_q4_0_x8i8` (and `vec_dot`) do: results
-/// equal it bit for bit.
-///
-/// # Safety
-/// As `tile_q8_0_x8`.
-#[target_feature(enable = "i8mm")]
-unsafe fn tile_q4_0_x8<const P: usize>(
-    group: &[BlockQ4_0x8],
-    xs: &[&[BlockQ8_0]; 4],
-    res: &mut [[f32; 8]; 4],
-) {
-    let mut acc = [[vdupq_n_f32(0.0); 4]; P];
-    for (bi, b) in group.iter().enumerate() {
-        let act = |j: usize| xs.get_unchecked(j).get_unchecked(bi);
-        let y: [[int8x16_t; 4]; P] =
-            std::array::from_fn(|p| zipped_pair(act(2 * p), act(2 * p + 1)));
-        let dy: [float32x4_t; P] = std::array::from_fn(|p| pair_scales(act(2 * p), act(2 * p + 1)));
-        let dw = row_pair_scales(&b.d);
-        for (h, dw) in dw.iter().enumerate() {
-            let mut s = [vdupq_n_s32(0); P];
-            for k in 0..2 {
-                // Bytes 8k..8k + 8 of rows 2h and 2h + 1: values 8k.. in
-                // the low nibbles, 16 + 8k.. in the high ones.
-                let [lo, hi] = q4_0_sixteenths(vld1q_u8(b.qs.as_ptr().add(64 * k + 16 * h)));
-                for (s, y) in s.iter_mut().zip(&y) {
-                    *s = smmla(*s, lo, y[k]);
-                    *s = smmla(*s, hi, y[2 + k]);
-                }
-            }
-            for p in 0..P {
-                let scaled = vmulq_f32(vmulq_f32(vcvtq_n_f32_s32::<4>(s[p]), *dw), dy[p]);
-                acc[p][h] = vaddq_f32(acc[p][h], scaled);
-            }
-        }
-    }
-    store_pairs(&acc, res);
+    store_pairs(&acc, 0, res);
 }

@@ -13,13 +13,20 @@
 //! (SCVTF with four fraction bits), which is exact, so the integer sums
 //! and the float steps are the scalar twin's (`repack::gemv_q4_0_x4i4`)
 //! and every result equals it bit for bit.
+//!
+//! With the activation rows in quads (`act_rows::BlockQ8_0x4`, arranged once
+//! per product), a 16-byte activation load holds four bytes of four rows, so
+//! it serves four SDOTs by element (one per row) where a row's own vector
+//! serves four positions of one row: the same SDOTs, with one pointer and one
+//! scale load per four rows, and eight rows per unpacked weight block.
 
 use std::arch::aarch64::*;
 use std::arch::asm;
 
+use super::act_rows::BlockQ8_0x4;
 use super::group_tiles::{by_take, gemm_in_tiles};
 use super::neon::{fp16, fp16x4};
-use super::repack::{check_gemv, BlockQ4_0x4};
+use super::repack::{check_gemm, check_gemv, BlockQ4_0x4};
 use crate::tensor::blocks::BlockQ8_0;
 
 // Safety. The safe wrappers below are private and reachable only through
@@ -49,6 +56,55 @@ pub(super) fn gemm_q4_0_x4i4(
         // `group.len()` blocks (`gemm_in_tiles` sliced them).
         unsafe { by_take!(take, tile(group, xs, res)) }
     });
+}
+
+/// The product with the activation rows also in quads (`act_rows`,
+/// `BlockQ8_0x4`: four bytes of four rows per 16-byte load): each loaded
+/// activation vector serves four SDOTs by element, one per row, and its
+/// scales come in one load. Two quads share each unpacked weight block;
+/// rows past the last quad go through `gemm_q4_0_x4i4`.
+pub(super) fn gemm_q4_0_x4i4_quads(
+    group: &[BlockQ4_0x4],
+    quads: &[BlockQ8_0x4],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+) {
+    check_gemm(group, x, n, out, stride, 4);
+    let per_row = group.len();
+    assert_eq!(
+        quads.len(),
+        n / 4 * per_row,
+        "gemm: {} blocks of quads for {n} activation rows of {per_row}",
+        quads.len()
+    );
+    let quad = |q: usize| &quads[q * per_row..][..per_row];
+    let mut res = [[0f32; 4]; 8];
+    let mut q = 0;
+    while q < n / 4 {
+        let take = (n / 4 - q).min(2);
+        let qs = [quad(q), quad(q + take - 1)];
+        // SAFETY: see the module's safety note: dotprod is present, both
+        // `qs` entries hold `group.len()` blocks (sliced above), and `res`
+        // is typed.
+        unsafe {
+            if take == 2 {
+                quad_tile::<2>(group, &qs, &mut res)
+            } else {
+                quad_tile::<1>(group, &qs, &mut res)
+            }
+        };
+        for (j, res) in res[..4 * take].iter().enumerate() {
+            out[(4 * q + j) * stride..][..4].copy_from_slice(res);
+        }
+        q += take;
+    }
+    let done = n / 4 * 4;
+    if done < n {
+        let rest = &mut out[done * stride..];
+        gemm_q4_0_x4i4(group, &x[done * per_row..], n - done, rest, stride);
+    }
 }
 
 /// SDOT by element: each lane of `acc` gains the dot product of its four
@@ -126,4 +182,73 @@ unsafe fn tile<const A: usize>(
     for (res, acc) in res.iter_mut().zip(acc) {
         vst1q_f32(res.as_mut_ptr(), acc);
     }
+}
+
+/// The group's four rows times `Q` (1 or 2) quads of activation rows:
+/// `res[4q + j][r]` = row r · row j of quad q. Per block, the exact sum
+/// 16·S of each (row, activation) pair is converted with four fraction bits
+/// (S, exactly), then scaled as the scalar twin scales it, S·dw·dy, and
+/// added, as `tile` does.
+///
+/// # Safety
+/// The CPU must have dotprod. The first `Q` entries of `qs` must hold at
+/// least `group.len()` blocks (indexed unchecked).
+#[target_feature(enable = "dotprod")]
+unsafe fn quad_tile<const Q: usize>(
+    group: &[BlockQ4_0x4],
+    qs: &[&[BlockQ8_0x4]; 2],
+    res: &mut [[f32; 4]; 8],
+) {
+    // Two named accumulators, not an array indexed by a loop over the
+    // quads: the compiler kept such an array in memory.
+    let mut first = [vdupq_n_f32(0.0); 4];
+    let mut second = [vdupq_n_f32(0.0); 4];
+    for (bi, b) in group.iter().enumerate() {
+        let p = b.qs.as_ptr();
+        let w = [
+            nibbles_x16(p),
+            nibbles_x16(p.add(16)),
+            nibbles_x16(p.add(32)),
+            nibbles_x16(p.add(48)),
+        ];
+        let dw = fp16x4(&b.d);
+        quad_block(&w, dw, qs[0].get_unchecked(bi), &mut first);
+        if Q == 2 {
+            quad_block(&w, dw, qs[1].get_unchecked(bi), &mut second);
+        }
+    }
+    for (j, acc) in first.iter().chain(&second[..4 * (Q - 1)]).enumerate() {
+        vst1q_f32(res[j].as_mut_ptr(), *acc);
+    }
+}
+
+/// One block of the four unpacked rows `w` (scales `dw`) times the quad
+/// `y`, added to `acc` (one vector per activation row).
+///
+/// # Safety
+/// The CPU must have dotprod (inlined into `quad_tile`, which has it).
+#[inline(always)]
+unsafe fn quad_block(
+    w: &[(int8x16_t, int8x16_t); 4],
+    dw: float32x4_t,
+    y: &BlockQ8_0x4,
+    acc: &mut [float32x4_t; 4],
+) {
+    let mut s = [vdupq_n_s32(0); 4];
+    for (k, (wlo, whi)) in w.iter().enumerate() {
+        // Values 4k.. (low nibbles) and 16 + 4k.. (high ones) of the four
+        // activation rows, four bytes each.
+        let lo = vld1q_s8(y.qs.as_ptr().add(16 * k));
+        let hi = vld1q_s8(y.qs.as_ptr().add(64 + 16 * k));
+        s[0] = sdot_by_element::<0>(sdot_by_element::<0>(s[0], *wlo, lo), *whi, hi);
+        s[1] = sdot_by_element::<1>(sdot_by_element::<1>(s[1], *wlo, lo), *whi, hi);
+        s[2] = sdot_by_element::<2>(sdot_by_element::<2>(s[2], *wlo, lo), *whi, hi);
+        s[3] = sdot_by_element::<3>(sdot_by_element::<3>(s[3], *wlo, lo), *whi, hi);
+    }
+    let dy = vld1q_f32(y.d.as_ptr());
+    let scaled = |s| vmulq_f32(vcvtq_n_f32_s32::<4>(s), dw);
+    acc[0] = vaddq_f32(acc[0], vmulq_laneq_f32::<0>(scaled(s[0]), dy));
+    acc[1] = vaddq_f32(acc[1], vmulq_laneq_f32::<1>(scaled(s[1]), dy));
+    acc[2] = vaddq_f32(acc[2], vmulq_laneq_f32::<2>(scaled(s[2]), dy));
+    acc[3] = vaddq_f32(acc[3], vmulq_laneq_f32::<3>(scaled(s[3]), dy));
 }

@@ -19,12 +19,14 @@
 
 use half::f16;
 
+use super::act_rows::{interleave_rows, ActRows, BlockQ8_0x2, BlockQ8_0x4};
 use super::features::{CpuFeatures, Feature};
-use super::kernels::{GemmFn, GemvFn, Kernels};
+use super::kernels::{GemmFn, GemvFn, InterleavedGemmFn, Kernels};
 use super::repack_q5_0::activation_sums;
 use super::variant::CpuVariant;
 use super::widen::f16_to_f32;
 use crate::error::{Error, Result};
+use crate::parallel::Workers;
 use crate::tensor::blocks::{BlockQ4_0, BlockQ8_0, QK};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +123,17 @@ fn interleave<const R: usize, const Q: usize>(
         }
     }
     (d, qs)
+}
+
+/// How a product takes its activation rows (`RepackedQ4_0::act_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActLayout {
+    /// As quantized, row after row.
+    Rows,
+    /// Also in pairs (`act_rows::BlockQ8_0x2`): `product_rows_pairs`.
+    Pairs,
+    /// Also in quads (`act_rows::BlockQ8_0x4`): `product_rows_quads`.
+    Quads,
 }
 
 #[derive(Clone, Debug)]
@@ -240,7 +253,19 @@ impl RepackedQ4_0 {
                 out.len()
             )));
         }
-        self.product_rows(k, x, &self.sums_for(k, x), n, 0..self.rows, out)
+        match self.act_layout(k, n) {
+            ActLayout::Pairs => {
+                let mut pairs = Vec::new();
+                interleave_rows(&Workers::new(1)?, x, n, per_row, &mut pairs);
+                self.product_rows_pairs(k, x, &pairs, n, 0..self.rows, out)
+            }
+            ActLayout::Quads => {
+                let mut quads = Vec::new();
+                interleave_rows(&Workers::new(1)?, x, n, per_row, &mut quads);
+                self.product_rows_quads(k, x, &quads, n, 0..self.rows, out)
+            }
+            ActLayout::Rows => self.product_rows(k, x, &self.sums_for(k, x), n, 0..self.rows, out),
+        }
     }
 }
 
@@ -270,6 +295,23 @@ impl RepackedQ4_0 {
         }
     }
 
+    /// How a product of `n` activation rows takes them: interleaved as well
+    /// where the variant has a kernel for this layout that reads them so
+    /// (`act_rows`), and there are enough rows.
+    pub fn act_layout(&self, k: &Kernels, n: usize) -> ActLayout {
+        match &self.groups {
+            Groups::X8(_) if n >= 2 && k.gemm_q4_0_x8i8_pairs.is_some() => ActLayout::Pairs,
+            Groups::X4(_)
+                if n >= 4
+                    && self.layout == RepackLayout::X4I4
+                    && k.gemm_q4_0_x4i4_quads.is_some() =>
+            {
+                ActLayout::Quads
+            }
+            _ => ActLayout::Rows,
+        }
+    }
+
     /// Rows `rows` of the product with `n` activation rows: `out[i * len + j]`
     /// = row `rows.start + j` · activation row `i`, where `len = rows.len()`.
     /// The range must start and end at group boundaries (or end at the last
@@ -284,6 +326,122 @@ impl RepackedQ4_0 {
         rows: std::ops::Range<usize>,
         out: &mut [f32],
     ) -> Result<()> {
+        let sums_fit = !self.wants_sums(k) || sums.len() == x.len();
+        self.in_groups(
+            k,
+            x,
+            n,
+            rows,
+            out,
+            sums_fit,
+            |blocks, per_row, r, out, len| {
+                match &self.groups {
+                    Groups::X4(g) => {
+                        let (gemm, gemv) = self.kernels_x4(k);
+                        groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
+                    }
+                    Groups::X8(g) => match k.gemm_q4_0_x8i8_sums {
+                        // Its kernel takes one activation row as well (the
+                        // frame goes straight to it), so no GEMV is needed.
+                        Some(gemm) => {
+                            for (g, group) in g[blocks].chunks_exact(per_row).enumerate() {
+                                gemm(group, x, sums, n, &mut out[g * r..], len);
+                            }
+                        }
+                        None => {
+                            let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
+                            groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
+                        }
+                    },
+                }
+            },
+        )
+    }
+
+    /// `product_rows` with the activation rows also in pairs: `pairs` is
+    /// `act_rows::interleave_rows` of `x`. Only where `act_layout` says
+    /// `Pairs`.
+    pub fn product_rows_pairs(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        pairs: &[BlockQ8_0x2],
+        n: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        match (&self.groups, k.gemm_q4_0_x8i8_pairs, self.act_layout(k, n)) {
+            (Groups::X8(g), Some(gemm), ActLayout::Pairs) => {
+                self.interleaved_through(k, x, pairs, n, rows, out, g, gemm)
+            }
+            _ => Err(self.no_kernel_for(k, "pairs", n)),
+        }
+    }
+
+    /// `product_rows` with the activation rows also in quads, likewise.
+    pub fn product_rows_quads(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        quads: &[BlockQ8_0x4],
+        n: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        match (&self.groups, k.gemm_q4_0_x4i4_quads, self.act_layout(k, n)) {
+            (Groups::X4(g), Some(gemm), ActLayout::Quads) => {
+                self.interleaved_through(k, x, quads, n, rows, out, g, gemm)
+            }
+            _ => Err(self.no_kernel_for(k, "quads", n)),
+        }
+    }
+
+    fn no_kernel_for(&self, k: &Kernels, what: &str, n: usize) -> Error {
+        Error::InvalidArgument(format!(
+            "the {} kernels take no activation {what} for {n} rows of the {} layout",
+            k.variant,
+            self.layout.name()
+        ))
+    }
+
+    /// The groups of `groups` through `gemm`, with the activations `x` also
+    /// interleaved (`acts`), in `in_groups`' frame.
+    #[allow(clippy::too_many_arguments)] // the product's operands
+    fn interleaved_through<G, A: ActRows>(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        acts: &[A],
+        n: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+        groups: &[G],
+        gemm: InterleavedGemmFn<G, A>,
+    ) -> Result<()> {
+        let fit = acts.len() == n / A::ROWS * (self.cols / QK);
+        self.in_groups(k, x, n, rows, out, fit, |blocks, per_row, r, out, len| {
+            for (i, group) in groups[blocks].chunks_exact(per_row).enumerate() {
+                gemm(group, acts, x, n, &mut out[i * r..], len);
+            }
+        })
+    }
+
+    /// The frame of `product_rows`: the shapes checked (with `prepared_fit`,
+    /// whether what the caller prepared from the activations fits them),
+    /// then `groups(blocks, per_row, r, out, len)` over the range's whole
+    /// groups (`blocks`: their blocks' range in the layout), then the rows
+    /// past the last whole group through `vec_dot`.
+    #[allow(clippy::too_many_arguments)] // the product's operands
+    fn in_groups(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+        out: &mut [f32],
+        prepared_fit: bool,
+        groups: impl FnOnce(std::ops::Range<usize>, usize, usize, &mut [f32], usize),
+    ) -> Result<()> {
         let per_row = self.cols / QK;
         let r = self.layout.rows();
         let len = rows.len();
@@ -291,7 +449,7 @@ impl RepackedQ4_0 {
             || (rows.end % r != 0 && rows.end != self.rows)
             || rows.end > self.rows
             || x.len() != n * per_row
-            || (self.wants_sums(k) && sums.len() != x.len())
+            || !prepared_fit
             || out.len() != n * len
         {
             return Err(Error::InvalidArgument(format!(
@@ -302,26 +460,13 @@ impl RepackedQ4_0 {
         let whole = self.rows / r * r;
         let group_end = rows.end.min(whole);
         if rows.start < group_end {
-            let groups = rows.start / r * per_row..group_end / r * per_row;
-            match &self.groups {
-                Groups::X4(g) => {
-                    let (gemm, gemv) = self.kernels_x4(k);
-                    groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
-                }
-                Groups::X8(g) => match k.gemm_q4_0_x8i8_sums {
-                    // Its kernel takes one activation row as well (the
-                    // frame goes straight to it), so no GEMV is needed.
-                    Some(gemm) => {
-                        for (g, group) in g[groups].chunks_exact(per_row).enumerate() {
-                            gemm(group, x, sums, n, &mut out[g * r..], len);
-                        }
-                    }
-                    None => {
-                        let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
-                        groups_through(&g[groups], per_row, r, gemm, gemv, x, n, out, len)
-                    }
-                },
-            }
+            groups(
+                rows.start / r * per_row..group_end / r * per_row,
+                per_row,
+                r,
+                out,
+                len,
+            );
         }
         for row in rows.start.max(whole)..rows.end {
             let w = &self.tail[(row - whole) * per_row..(row - whole + 1) * per_row];

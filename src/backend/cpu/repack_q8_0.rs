@@ -18,9 +18,13 @@
 
 use half::f16;
 
+use std::ops::Range;
+
+use super::act_rows::BlockQ8_0x2;
 use super::interleaved::{GroupBlock, GroupGemmFn, Interleaved, PlainGroup, ROWS};
 use super::kernels::{Kernels, VecDotFn};
 use super::repack::check_gemm;
+use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ8_0, QK};
 
 /// One column block of eight Q8_0 rows.
@@ -60,6 +64,45 @@ pub type RepackedQ8_0 = Interleaved<BlockQ8_0x8>;
 impl PlainGroup for BlockQ8_0x8 {
     fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
         (k.gemm_q8_0_x8.unwrap_or(gemm_q8_0_x8), k.vec_dot_q8_0_q8_0)
+    }
+}
+
+impl RepackedQ8_0 {
+    /// Whether a product of `n` activation rows takes them in pairs as well
+    /// (`product_rows_pairs`): where the variant has an SMMLA kernel
+    /// (neon-i8mm's), from two rows on.
+    pub fn wants_pairs(k: &Kernels, n: usize) -> bool {
+        n >= 2 && k.gemm_q8_0_x8_pairs.is_some()
+    }
+
+    /// `product_rows` with the activation rows also in pairs: `pairs` is
+    /// `act_rows::interleave_rows` of `x`. Only where `wants_pairs`.
+    pub fn product_rows_pairs(
+        &self,
+        k: &Kernels,
+        x: &[BlockQ8_0],
+        pairs: &[BlockQ8_0x2],
+        n: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let (Some(gemm), true) = (k.gemm_q8_0_x8_pairs, Self::wants_pairs(k, n)) else {
+            return Err(Error::InvalidArgument(format!(
+                "the {} kernels take no activation pairs for {n} rows of Q8_0",
+                k.variant
+            )));
+        };
+        if pairs.len() != n / 2 * (self.cols() / QK) {
+            return Err(Error::InvalidArgument(format!(
+                "{} activation pairs' blocks for {n} rows of {} values",
+                pairs.len(),
+                self.cols()
+            )));
+        }
+        let gemm = |group: &[BlockQ8_0x8], x: &[BlockQ8_0], n, out: &mut [f32], stride| {
+            gemm(group, pairs, x, n, out, stride)
+        };
+        self.rows_through(gemm, k.vec_dot_q8_0_q8_0, x, n, rows, out)
     }
 }
 
