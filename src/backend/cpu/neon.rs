@@ -55,6 +55,7 @@ pub(super) fn kernels(base: Kernels) -> Kernels {
         delta_net_columns,
         causal_conv,
         silu_mul,
+        round_f16,
         gemm_f32,
         softmax_poly,
         ..base
@@ -694,6 +695,38 @@ unsafe fn causal_conv_impl(taps: &[f32], state: &[f32], x: &[f32], out: &mut [f3
         ch += 8;
     }
     super::rows::causal_conv_tail(taps, state, x, out, ch);
+}
+
+fn round_f16(x: &[f32], out: &mut [f32]) {
+    super::rows::check_round(x, out);
+    // SAFETY: NEON (FCVTN/FCVTL, base AArch64 floating point) is part of
+    // every AArch64 CPU; the lengths are equal (checked above), and the
+    // kernel loads and stores whole chunks of the slices.
+    unsafe { round_f16_impl(x, out) }
+}
+
+/// f32 to f16 and back eight at a time: FCVTN rounds to nearest, ties to
+/// even (the default rounding mode), as `half` (the scalar twin) does, and
+/// FCVTL widens exactly. The FP16 extension is not needed: these two
+/// conversions are base AArch64.
+///
+/// # Safety
+/// NEON only.
+unsafe fn round_f16_impl(x: &[f32], out: &mut [f32]) {
+    let mut xs = x.chunks_exact(8);
+    let mut outs = out.chunks_exact_mut(8);
+    for (x, o) in (&mut xs).zip(&mut outs) {
+        let (lo, hi) = (vld1q_f32(x.as_ptr()), vld1q_f32(x.as_ptr().add(4)));
+        let (rlo, rhi): (float32x4_t, float32x4_t);
+        asm!("fcvtn {h:v}.4h, {lo:v}.4s", "fcvtn2 {h:v}.8h, {hi:v}.4s",
+            "fcvtl {rlo:v}.4s, {h:v}.4h", "fcvtl2 {rhi:v}.4s, {h:v}.8h",
+            lo = in(vreg) lo, hi = in(vreg) hi, h = out(vreg) _,
+            rlo = out(vreg) rlo, rhi = out(vreg) rhi,
+            options(pure, nomem, nostack));
+        vst1q_f32(o.as_mut_ptr(), rlo);
+        vst1q_f32(o.as_mut_ptr().add(4), rhi);
+    }
+    super::rows::round_f16(xs.remainder(), outs.into_remainder());
 }
 
 fn silu_mul(gate: &mut [f32], up: &[f32]) {
