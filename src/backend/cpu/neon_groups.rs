@@ -102,7 +102,7 @@ pub(super) fn gemm_q6_k_x8(
 }
 
 /// Q4_0's eight-row GEMV (every generated token where the layout is 8x8:
-/// the neon-i8mm table, whose prompt kernel is `neon_i8mm::gemm_q4_0_x8`).
+/// the neon-i8mm table, whose prompt kernel is `neon_i8mm::gemm_q4_0_x8_pairs`).
 pub(super) fn gemv_q4_0_x8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     check_gemv(group, x, out, 8);
     let mut res = [0f32; 8];

@@ -79,7 +79,7 @@ pub(super) fn gemm_q4_0_x8_pairs(
 /// at a time (`ps`: the tile's pairs sliced to the group's length, the last
 /// repeated to fill a short tile; `take`: how many are real; `res[2p + j]`:
 /// row j of pair p), and an odd last row through the SDOT kernel of the
-/// layout (`Row::row`).
+/// layout (`OneRow::row`).
 #[inline(always)]
 fn in_pair_tiles<const T: usize, G: OneRow>(
     group: &[G],

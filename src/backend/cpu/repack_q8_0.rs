@@ -16,9 +16,9 @@
 //! multiply-add, rounds the product first (within the bound
 //! `simd128::q4_1_x8_tile` states).
 
-use half::f16;
-
 use std::ops::Range;
+
+use half::f16;
 
 use super::act_rows::BlockQ8_0x2;
 use super::interleaved::{GroupBlock, GroupGemmFn, Interleaved, PlainGroup, ROWS};
