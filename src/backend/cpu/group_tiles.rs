@@ -4,6 +4,7 @@
 //! The kernels themselves are per variant (`avx2`, `avx512`, `avxvnni`,
 //! `neon_groups`, `neon_q4_0`).
 
+use super::act_rows::ActRows;
 use super::repack::check_gemm;
 use super::repack_q5_0::check_group;
 use crate::tensor::blocks::BlockQ8_0;
@@ -116,4 +117,55 @@ pub fn gemm_sums_in_tiles<G>(
         let ss = [sums_of(r[0]), sums_of(r[1]), sums_of(r[2]), sums_of(r[3])];
         tile(take, &xs, &ss, res)
     });
+}
+
+/// The frame of kernels that take the activation rows also interleaved
+/// (`act_rows`): `check_gemm` and the blocks of rows' length, then
+/// `tile(take, blocks, res)` over the `n / A::ROWS` blocks of rows up to
+/// `T` at a time (`blocks`: the tile's blocks of rows sliced to the group's
+/// length, the last repeated to fill a short tile; `take`: how many are
+/// real; `res[A::ROWS · b + j]`: row j of block b), then `rest(x, count,
+/// out)` for the rows past the last whole block of rows (their activations,
+/// how many, their outputs at the same stride).
+// Only the aarch64 kernels take interleaved rows.
+#[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))]
+#[allow(clippy::too_many_arguments)] // the product's operands, and the two steps
+#[inline(always)]
+pub fn gemm_in_row_block_tiles<const T: usize, G, A: ActRows, const R: usize>(
+    group: &[G],
+    acts: &[A],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    mut tile: impl FnMut(usize, &[&[A]; 4], &mut [[f32; R]; 8]),
+    rest: impl FnOnce(&[BlockQ8_0], usize, &mut [f32]),
+) {
+    const { assert!(T <= 4) };
+    assert!(T * A::ROWS <= 8, "a tile's rows fit its results");
+    check_gemm(group, x, n, out, stride, R);
+    let per_row = group.len();
+    let blocks = n / A::ROWS;
+    assert_eq!(
+        acts.len(),
+        blocks * per_row,
+        "gemm: {} interleaved blocks for {n} activation rows of {per_row}",
+        acts.len()
+    );
+    let block = |b: usize| &acts[b * per_row..][..per_row];
+    let mut res = [[0f32; R]; 8];
+    let mut b = 0;
+    while b < blocks {
+        let take = (blocks - b).min(T);
+        let tile_blocks: [&[A]; 4] = std::array::from_fn(|j| block(b + j.min(take - 1)));
+        tile(take, &tile_blocks, &mut res);
+        for (j, res) in res[..A::ROWS * take].iter().enumerate() {
+            out[(A::ROWS * b + j) * stride..][..R].copy_from_slice(res);
+        }
+        b += take;
+    }
+    let done = blocks * A::ROWS;
+    if done < n {
+        rest(&x[done * per_row..], n - done, &mut out[done * stride..]);
+    }
 }

@@ -587,8 +587,8 @@ pub(super) fn mul_mat(
             with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
                 float => float_product(k, workers, s, mapped, dtype, x, n, out))
         }
-        Storage::Repacked(Repacked::Q4_0(p)) if p.act_layout(k, n) == ActLayout::Pairs => {
-            interleaved(
+        Storage::Repacked(Repacked::Q4_0(p)) => match p.act_layout(k, n) {
+            ActLayout::Pairs => interleaved(
                 k,
                 workers,
                 s,
@@ -599,10 +599,8 @@ pub(super) fn mul_mat(
                 n,
                 out,
                 |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
-            )
-        }
-        Storage::Repacked(Repacked::Q4_0(p)) if p.act_layout(k, n) == ActLayout::Quads => {
-            interleaved(
+            ),
+            ActLayout::Quads => interleaved(
                 k,
                 workers,
                 s,
@@ -613,8 +611,20 @@ pub(super) fn mul_mat(
                 n,
                 out,
                 |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
-            )
-        }
+            ),
+            ActLayout::Rows => with_sums(
+                k,
+                workers,
+                s,
+                x,
+                cols,
+                rows,
+                n,
+                out,
+                p.wants_sums(k),
+                |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
+            ),
+        },
         Storage::Repacked(Repacked::Q8_0(p)) if RepackedQ8_0::wants_pairs(k, n) => interleaved(
             k,
             workers,
@@ -626,18 +636,6 @@ pub(super) fn mul_mat(
             n,
             out,
             |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
-        ),
-        Storage::Repacked(Repacked::Q4_0(p)) => with_sums(
-            k,
-            workers,
-            s,
-            x,
-            cols,
-            rows,
-            n,
-            out,
-            p.wants_sums(k),
-            |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
         ),
         Storage::Repacked(Repacked::Q5_0(p)) => with_sums(
             k,

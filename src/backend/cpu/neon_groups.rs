@@ -141,7 +141,7 @@ pub(super) unsafe fn q4_0_sixteenths(v: uint8x16_t) -> [int8x16_t; 2] {
 /// The CPU must have dotprod; `x` must hold at least `group.len()` blocks
 /// (zipped, so any length is memory-safe).
 #[target_feature(enable = "dotprod")]
-pub(super) unsafe fn q4_0_x8_row(group: &[BlockQ4_0x8], x: &[BlockQ8_0], res: &mut [f32; 8]) {
+unsafe fn q4_0_x8_row(group: &[BlockQ4_0x8], x: &[BlockQ8_0], res: &mut [f32; 8]) {
     let mut acc = [vdupq_n_f32(0.0); 2];
     for (b, y) in group.iter().zip(x) {
         // Activation values 8c..8c + 8 in both halves of vector c.
@@ -222,7 +222,7 @@ unsafe fn widen_halves(v: uint8x16_t) -> [int16x8_t; 2] {
 /// The CPU must have dotprod; each of the first `A` rows of `xs` must hold
 /// at least `group.len()` blocks (indexed unchecked).
 #[target_feature(enable = "dotprod")]
-pub(super) unsafe fn gemm_tile_q8_0_x8<const A: usize>(
+unsafe fn gemm_tile_q8_0_x8<const A: usize>(
     group: &[BlockQ8_0x8],
     xs: &[&[BlockQ8_0]; 4],
     res: &mut [[f32; 8]; 4],

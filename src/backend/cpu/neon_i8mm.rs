@@ -22,19 +22,18 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::act_rows::BlockQ8_0x2;
-use super::group_tiles::by_take;
+use super::group_tiles::{by_take, gemm_in_row_block_tiles};
 use super::neon::{f16x8_to_f32, fp16x4};
-use super::neon_groups::{gemm_tile_q8_0_x8, q4_0_sixteenths, q4_0_x8_row};
-use super::repack::{check_gemm, BlockQ4_0x8};
+use super::neon_groups::{self, q4_0_sixteenths};
+use super::repack::BlockQ4_0x8;
 use super::repack_q8_0::BlockQ8_0x8;
 use crate::tensor::blocks::BlockQ8_0;
 
 // Safety. The safe wrappers below are private to the crate's CPU backend
 // and reachable only through the table `neon::i8mm_kernels` builds after
-// detecting i8mm and dotprod; their frame (`in_pair_tiles`) checks the
-// shapes and slices every activation pair (and an odd last row) to the
-// group's length before a tile runs, which the tiles' unchecked indexing
-// relies on.
+// detecting i8mm and dotprod; their frame (`gemm_in_row_block_tiles`)
+// checks the shapes and slices every activation pair to the group's length
+// before a tile runs, which the tiles' unchecked indexing relies on.
 
 pub(super) fn gemm_q8_0_x8_pairs(
     group: &[BlockQ8_0x8],
@@ -46,16 +45,25 @@ pub(super) fn gemm_q8_0_x8_pairs(
 ) {
     // Two pairs to a tile: the weights need no unpacking, and their eight
     // rows keep eight accumulators per pair.
-    in_pair_tiles::<2, _>(group, pairs, x, n, out, stride, |take, ps, res| {
-        // SAFETY: see the module's safety note: i8mm is present, every
-        // `ps` entry holds `group.len()` blocks, and `res` is typed.
-        unsafe {
-            match take {
-                1 => tile_q8_0_x8_pairs::<1>(group, ps, res),
-                _ => tile_q8_0_x8_pairs::<2>(group, ps, res),
+    gemm_in_row_block_tiles::<2, _, _, 8>(
+        group,
+        pairs,
+        x,
+        n,
+        out,
+        stride,
+        |take, ps, res| {
+            // SAFETY: see the module's safety note: i8mm is present, every
+            // `ps` entry holds `group.len()` blocks, and `res` is typed.
+            unsafe {
+                match take {
+                    1 => tile_q8_0_x8_pairs::<1>(group, ps, res),
+                    _ => tile_q8_0_x8_pairs::<2>(group, ps, res),
+                }
             }
-        }
-    });
+        },
+        |x, n, out| neon_groups::gemm_q8_0_x8(group, x, n, out, stride),
+    );
 }
 
 pub(super) fn gemm_q4_0_x8_pairs(
@@ -67,76 +75,20 @@ pub(super) fn gemm_q4_0_x8_pairs(
     stride: usize,
 ) {
     // Up to four pairs to a tile: unpacking the nibbles costs as much as
-    // the products for one pair.
-    in_pair_tiles::<4, _>(group, pairs, x, n, out, stride, |take, ps, res| {
-        // SAFETY: as in `gemm_q8_0_x8_pairs`.
-        unsafe { by_take!(take, tile_q4_0_x8(group, ps, res)) }
-    });
-}
-
-/// The frame of the paired kernels: `check_gemm` and the pairs' length,
-/// then `tile(take, ps, res)` over the `n / 2` activation pairs up to `T`
-/// at a time (`ps`: the tile's pairs sliced to the group's length, the last
-/// repeated to fill a short tile; `take`: how many are real; `res[2p + j]`:
-/// row j of pair p), and an odd last row through the SDOT kernel of the
-/// layout (`OneRow::row`).
-#[inline(always)]
-fn in_pair_tiles<const T: usize, G: OneRow>(
-    group: &[G],
-    pairs: &[BlockQ8_0x2],
-    x: &[BlockQ8_0],
-    n: usize,
-    out: &mut [f32],
-    stride: usize,
-    mut tile: impl FnMut(usize, &[&[BlockQ8_0x2]; 4], &mut [[f32; 8]; 8]),
-) {
-    check_gemm(group, x, n, out, stride, 8);
-    let per_row = group.len();
-    assert_eq!(
-        pairs.len(),
-        n / 2 * per_row,
-        "gemm: {} paired blocks for {n} activation rows of {per_row}",
-        pairs.len()
+    // the products for one pair. An odd last row is the one left.
+    gemm_in_row_block_tiles::<4, _, _, 8>(
+        group,
+        pairs,
+        x,
+        n,
+        out,
+        stride,
+        |take, ps, res| {
+            // SAFETY: as in `gemm_q8_0_x8_pairs`.
+            unsafe { by_take!(take, tile_q4_0_x8(group, ps, res)) }
+        },
+        |x, _, out| neon_groups::gemv_q4_0_x8(group, x, out),
     );
-    let pair = |p: usize| &pairs[p * per_row..][..per_row];
-    let mut res = [[0f32; 8]; 8];
-    let mut p = 0;
-    while p < n / 2 {
-        let take = (n / 2 - p).min(T);
-        let ps: [&[BlockQ8_0x2]; 4] = std::array::from_fn(|j| pair(p + j.min(take - 1)));
-        tile(take, &ps, &mut res);
-        for (j, res) in res[..2 * take].iter().enumerate() {
-            out[(2 * p + j) * stride..][..8].copy_from_slice(res);
-        }
-        p += take;
-    }
-    if n % 2 == 1 {
-        let mut last = [0f32; 8];
-        G::row(group, &x[(n - 1) * per_row..][..per_row], &mut last);
-        out[(n - 1) * stride..][..8].copy_from_slice(&last);
-    }
-}
-
-/// A layout's kernel for one activation row (SDOT, `neon_groups`).
-trait OneRow: Sized {
-    fn row(group: &[Self], x: &[BlockQ8_0], res: &mut [f32; 8]);
-}
-
-impl OneRow for BlockQ8_0x8 {
-    fn row(group: &[Self], x: &[BlockQ8_0], res: &mut [f32; 8]) {
-        let mut tile = [[0f32; 8]; 4];
-        // SAFETY: dotprod is present (the i8mm table has it), and `x` holds
-        // `group.len()` blocks (the frame sliced it).
-        unsafe { gemm_tile_q8_0_x8::<1>(group, &[x; 4], &mut tile) };
-        *res = tile[0];
-    }
-}
-
-impl OneRow for BlockQ4_0x8 {
-    fn row(group: &[Self], x: &[BlockQ8_0], res: &mut [f32; 8]) {
-        // SAFETY: as for Q8_0.
-        unsafe { q4_0_x8_row(group, x, res) }
-    }
 }
 
 /// SMMLA: `acc` += the 2x2 product of `w` (two rows of eight bytes) and the

@@ -24,9 +24,9 @@ use std::arch::aarch64::*;
 use std::arch::asm;
 
 use super::act_rows::BlockQ8_0x4;
-use super::group_tiles::{by_take, gemm_in_tiles};
+use super::group_tiles::{by_take, gemm_in_row_block_tiles, gemm_in_tiles};
 use super::neon::{fp16, fp16x4};
-use super::repack::{check_gemm, check_gemv, BlockQ4_0x4};
+use super::repack::{check_gemv, BlockQ4_0x4};
 use crate::tensor::blocks::BlockQ8_0;
 
 // Safety. The safe wrappers below are private and reachable only through
@@ -71,40 +71,26 @@ pub(super) fn gemm_q4_0_x4i4_quads(
     out: &mut [f32],
     stride: usize,
 ) {
-    check_gemm(group, x, n, out, stride, 4);
-    let per_row = group.len();
-    assert_eq!(
-        quads.len(),
-        n / 4 * per_row,
-        "gemm: {} blocks of quads for {n} activation rows of {per_row}",
-        quads.len()
-    );
-    let quad = |q: usize| &quads[q * per_row..][..per_row];
-    let mut res = [[0f32; 4]; 8];
-    let mut q = 0;
-    while q < n / 4 {
-        let take = (n / 4 - q).min(2);
-        let qs = [quad(q), quad(q + take - 1)];
-        // SAFETY: see the module's safety note: dotprod is present, both
-        // `qs` entries hold `group.len()` blocks (sliced above), and `res`
-        // is typed.
-        unsafe {
-            if take == 2 {
-                quad_tile::<2>(group, &qs, &mut res)
-            } else {
-                quad_tile::<1>(group, &qs, &mut res)
+    gemm_in_row_block_tiles::<2, _, _, 4>(
+        group,
+        quads,
+        x,
+        n,
+        out,
+        stride,
+        |take, qs, res| {
+            // SAFETY: see the module's safety note: dotprod is present, the
+            // `qs` entries hold `group.len()` blocks, and `res` is typed.
+            unsafe {
+                if take == 2 {
+                    quad_tile::<2>(group, qs, res)
+                } else {
+                    quad_tile::<1>(group, qs, res)
+                }
             }
-        };
-        for (j, res) in res[..4 * take].iter().enumerate() {
-            out[(4 * q + j) * stride..][..4].copy_from_slice(res);
-        }
-        q += take;
-    }
-    let done = n / 4 * 4;
-    if done < n {
-        let rest = &mut out[done * stride..];
-        gemm_q4_0_x4i4(group, &x[done * per_row..], n - done, rest, stride);
-    }
+        },
+        |x, n, out| gemm_q4_0_x4i4(group, x, n, out, stride),
+    );
 }
 
 /// SDOT by element: each lane of `acc` gains the dot product of its four
@@ -137,6 +123,23 @@ unsafe fn nibbles_x16(p: *const u8) -> (int8x16_t, int8x16_t) {
     )
 }
 
+/// A group block's four rows as 16·(q − 8), four vectors of low and high
+/// nibbles (`nibbles_x16`), and their scales.
+///
+/// # Safety
+/// NEON only (always present); the loads stay inside the typed block.
+#[inline(always)]
+unsafe fn unpacked(b: &BlockQ4_0x4) -> ([(int8x16_t, int8x16_t); 4], float32x4_t) {
+    let p = b.qs.as_ptr();
+    let w = [
+        nibbles_x16(p),
+        nibbles_x16(p.add(16)),
+        nibbles_x16(p.add(32)),
+        nibbles_x16(p.add(48)),
+    ];
+    (w, fp16x4(&b.d))
+}
+
 /// The group's four rows times the first `A` rows of `xs`:
 /// `res[a][r]` = row r · activation row a. Per block, the exact sum 16·S
 /// of each (row, activation) pair is converted with four fraction bits
@@ -154,14 +157,7 @@ unsafe fn tile<const A: usize>(
 ) {
     let mut acc = [vdupq_n_f32(0.0); A];
     for (bi, b) in group.iter().enumerate() {
-        let p = b.qs.as_ptr();
-        let w = [
-            nibbles_x16(p),
-            nibbles_x16(p.add(16)),
-            nibbles_x16(p.add(32)),
-            nibbles_x16(p.add(48)),
-        ];
-        let dw = fp16x4(&b.d);
+        let (w, dw) = unpacked(b);
         for (a, acc) in acc.iter_mut().enumerate() {
             let y = xs.get_unchecked(a).get_unchecked(bi);
             let ylo = vld1q_s8(y.qs.as_ptr());
@@ -196,7 +192,7 @@ unsafe fn tile<const A: usize>(
 #[target_feature(enable = "dotprod")]
 unsafe fn quad_tile<const Q: usize>(
     group: &[BlockQ4_0x4],
-    qs: &[&[BlockQ8_0x4]; 2],
+    qs: &[&[BlockQ8_0x4]; 4],
     res: &mut [[f32; 4]; 8],
 ) {
     // Two named accumulators, not an array indexed by a loop over the
@@ -204,14 +200,7 @@ unsafe fn quad_tile<const Q: usize>(
     let mut first = [vdupq_n_f32(0.0); 4];
     let mut second = [vdupq_n_f32(0.0); 4];
     for (bi, b) in group.iter().enumerate() {
-        let p = b.qs.as_ptr();
-        let w = [
-            nibbles_x16(p),
-            nibbles_x16(p.add(16)),
-            nibbles_x16(p.add(32)),
-            nibbles_x16(p.add(48)),
-        ];
-        let dw = fp16x4(&b.d);
+        let (w, dw) = unpacked(b);
         quad_block(&w, dw, qs[0].get_unchecked(bi), &mut first);
         if Q == 2 {
             quad_block(&w, dw, qs[1].get_unchecked(bi), &mut second);
