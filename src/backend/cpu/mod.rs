@@ -51,6 +51,8 @@ mod relaxed_simd;
 mod simd128;
 #[cfg(target_arch = "aarch64")]
 mod sve;
+#[cfg(target_arch = "aarch64")]
+mod sve256;
 
 use std::sync::Arc;
 

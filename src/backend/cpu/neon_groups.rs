@@ -17,7 +17,7 @@ use std::arch::aarch64::*;
 
 use super::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
 use super::neon::{f16x8_to_f32, fp16, sdot16};
-use super::repack::{check_gemv, BlockQ4_0x8};
+use super::repack::{check_gemv, BlockQ4_0x8, X8I8_FLIP};
 use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
@@ -112,18 +112,22 @@ pub(super) fn gemv_q4_0_x8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f3
     out[..8].copy_from_slice(&res);
 }
 
-/// Sixteen bytes of Q4_0's eight-row layout (nibbles q, 0..15, as in the
-/// file) as 16·(q − 8), signed: the low nibbles, then the high ones. XOR 8
-/// gives q − 8 modulo 16; shifted into the top four bits that is 16·(q − 8)
-/// as an i8, three instructions where subtracting 8 from each half takes
-/// four. The factor 16 leaves exactly in the conversion to float (four
-/// fraction bits).
+const _: () = assert!(
+    X8I8_FLIP == 0x88,
+    "the unpacking below takes flipped nibbles"
+);
+
+/// Sixteen bytes of Q4_0's eight-row layout (nibbles stored XOR 8,
+/// `repack::X8I8_FLIP`: q − 8 modulo 16) as 16·(q − 8), signed: the low
+/// nibbles, then the high ones. Shifted into the top four bits, or masked
+/// there, q − 8 modulo 16 is 16·(q − 8) as an i8: two instructions, where
+/// subtracting 8 from each half takes four. The factor 16 leaves exactly in
+/// the conversion to float (four fraction bits).
 ///
 /// # Safety
 /// NEON only (always present).
 #[inline(always)]
 pub(super) unsafe fn q4_0_sixteenths(v: uint8x16_t) -> [int8x16_t; 2] {
-    let v = veorq_u8(v, vdupq_n_u8(0x88));
     [
         vreinterpretq_s8_u8(vshlq_n_u8::<4>(v)),
         vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0xF0))),

@@ -162,7 +162,7 @@ unsafe fn store_pairs<const P: usize, const H: usize, const A: usize>(
 /// The CPU must have i8mm; each of the first `P` entries of `ps` must hold
 /// at least `group.len()` blocks (indexed unchecked).
 #[target_feature(enable = "i8mm")]
-unsafe fn tile_q4_0_x8<const P: usize>(
+pub(super) unsafe fn tile_q4_0_x8<const P: usize>(
     group: &[BlockQ4_0x8],
     ps: &[&[BlockQ8_0x2]; 4],
     res: &mut [[f32; 8]; 8],

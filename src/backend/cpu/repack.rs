@@ -9,8 +9,11 @@
 //!   alone makes 16·(q − 8) as an i8.
 //! - `X4I8`: 4 rows, 8 bytes at a time (SMMLA takes 8-byte rows; no variant
 //!   selects it, see `RepackLayout::for_variant`).
-//! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2; SVE
-//!   without dotprod).
+//! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2 and the
+//!   other x86 variants; on aarch64 wherever i8mm is there, and SVE without
+//!   dotprod). On aarch64 its nibbles are stored XOR 8 as `X4I4`'s
+//!   (`X8I8_FLIP`): its kernels there all unpack 16·(q − 8); x86's
+//!   subtract 8 through the activations' sums and keep Q4_0's nibbles.
 //!
 //! The other layouts keep the nibbles as in Q4_0 (value + 8). Rows that do
 //! not fill a last group stay plain Q4_0 and go through `vec_dot`. Every layout's scalar kernel sums
@@ -105,6 +108,14 @@ const _: () = assert!(std::mem::size_of::<BlockQ4_0x8>() == 144);
 /// What the `X4I4` layout XORs each byte with: bit 3 of both nibbles.
 pub const X4I4_FLIP: u8 = 0x88;
 
+/// What the `X8I8` layout XORs each byte with in this build: as `X4I4` on
+/// aarch64, whose kernels then save one XOR per load; nothing elsewhere.
+pub const X8I8_FLIP: u8 = if cfg!(target_arch = "aarch64") {
+    0x88
+} else {
+    0
+};
+
 /// Interleaves the blocks of `R` rows at one column block.
 fn interleave<const R: usize, const Q: usize>(
     rows: [&BlockQ4_0; R],
@@ -178,6 +189,7 @@ impl RepackedQ4_0 {
                     .map(|(g, b)| {
                         let (d, qs) =
                             interleave::<8, 128>(std::array::from_fn(|k| row(8 * g + k, b)), 8);
+                        let qs = qs.map(|q| q ^ X8I8_FLIP);
                         BlockQ4_0x8 { d, qs }
                     })
                     .collect(),
@@ -633,5 +645,11 @@ pub fn gemv_q4_0_x4i8(group: &[BlockQ4_0x4], x: &[BlockQ8_0], out: &mut [f32]) {
 
 pub fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
     check_gemv(group, x, out, 8);
-    gemv_scalar::<8>(|b| group[b].d, |b| group[b].qs, x, 8, out)
+    gemv_scalar::<8>(
+        |b| group[b].d,
+        |b| group[b].qs.map(|q| q ^ X8I8_FLIP),
+        x,
+        8,
+        out,
+    )
 }

@@ -9,7 +9,7 @@ use std::mem::{offset_of, size_of};
 use super::features::{CpuFeatures, Feature};
 use super::kernels::Kernels;
 use super::neon::fp16;
-use super::repack::BlockQ4_0x8;
+use super::repack::{BlockQ4_0x8, X8I8_FLIP};
 use crate::tensor::blocks::*;
 
 // The asm below hard-codes these layouts; a change fails the build here.
@@ -27,6 +27,8 @@ const _: () = assert!(size_of::<[u8; QK / 2]>() == 16);
 // of a Q8_0 block's 32 quants, two 8-word stores into 16 words.
 const _: () = assert!(offset_of!(BlockQ4_0x8, qs) == 16);
 const _: () = assert!(size_of::<BlockQ4_0x8>() == 16 + 128);
+// ... whose nibbles are stored XOR 8 on aarch64.
+const _: () = assert!(X8I8_FLIP == 0x88);
 
 /// SVE kernels over `base` (the best NEON table, for what SVE does not
 /// replace). The Q4_0/Q8_0 dots and the 8x8 GEMV replace NEON's only without dotprod (A64FX):
@@ -51,6 +53,14 @@ pub(super) fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
         // Memory-safe at any vector length (see `block_x8i8`); correct from
         // 256 bits, which `sve_bytes` says.
         k.gemv_q4_0_x8i8 = gemv_q4_0_x8i8;
+    }
+    if features.sve_bytes == 32 {
+        // Correct at exactly 256 bits only (lane orders); shorter than
+        // NEON's kernels and the one above (which calls per block).
+        k.gemv_q4_0_x8i8 = super::sve256::gemv_q4_0_x8;
+        if features.has(Feature::I8mm) {
+            k.gemm_q4_0_x8i8_pairs = Some(super::sve256::gemm_q4_0_x8_pairs);
+        }
     }
     k
 }
@@ -224,7 +234,8 @@ fn gemv_q4_0_x8i8(group: &[BlockQ4_0x8], x: &[BlockQ8_0], out: &mut [f32]) {
 }
 
 /// Word 2r+p of `lanes` gets half p of row r's sum: each 32-byte load is 8
-/// bytes of 4 rows, and LD1RD broadcasts the matching 8 activation bytes.
+/// bytes of 4 rows (their nibbles XOR 8, `repack::X8I8_FLIP`, undone here),
+/// and LD1RD broadcasts the matching 8 activation bytes.
 ///
 /// # Safety
 /// The CPU must have SVE. Memory-safe at every vector length: the loads are
@@ -247,6 +258,7 @@ unsafe fn block_x8i8(b: &BlockQ4_0x8, y: &BlockQ8_0, lanes: &mut [i32; 16]) {
         "ld1rd {{z1.d}}, p1/z, [{y0}]",
         "ld1rd {{z2.d}}, p1/z, [{y16}]",
         "ld1b {{z0.b}}, p0/z, [{q0}]",
+        "eor z0.b, z0.b, #0x88",
         "mov z3.d, z0.d",
         "and z3.b, z3.b, #0xf",
         "sub z3.b, z3.b, #8",
@@ -255,6 +267,7 @@ unsafe fn block_x8i8(b: &BlockQ4_0x8, y: &BlockQ8_0, lanes: &mut [i32; 16]) {
         "sdot z6.s, z3.b, z1.b",
         "sdot z6.s, z4.b, z2.b",
         "ld1b {{z0.b}}, p0/z, [{q32}]",
+        "eor z0.b, z0.b, #0x88",
         "mov z3.d, z0.d",
         "and z3.b, z3.b, #0xf",
         "sub z3.b, z3.b, #8",
@@ -266,6 +279,7 @@ unsafe fn block_x8i8(b: &BlockQ4_0x8, y: &BlockQ8_0, lanes: &mut [i32; 16]) {
         "ld1rd {{z1.d}}, p1/z, [{y8}]",
         "ld1rd {{z2.d}}, p1/z, [{y24}]",
         "ld1b {{z0.b}}, p0/z, [{q64}]",
+        "eor z0.b, z0.b, #0x88",
         "mov z3.d, z0.d",
         "and z3.b, z3.b, #0xf",
         "sub z3.b, z3.b, #8",
@@ -274,6 +288,7 @@ unsafe fn block_x8i8(b: &BlockQ4_0x8, y: &BlockQ8_0, lanes: &mut [i32; 16]) {
         "sdot z6.s, z3.b, z1.b",
         "sdot z6.s, z4.b, z2.b",
         "ld1b {{z0.b}}, p0/z, [{q96}]",
+        "eor z0.b, z0.b, #0x88",
         "mov z3.d, z0.d",
         "and z3.b, z3.b, #0xf",
         "sub z3.b, z3.b, #8",
