@@ -628,6 +628,170 @@ mod q8_0_groups {
     }
 }
 
+mod q8_0_x8i4_groups {
+    //! Repacked Q8_0 in runs of four bytes (`BlockQ8_0x8i4`, for
+    //! neon-dotprod). Its scalar twin equals the eight-byte layout's bit for
+    //! bit (the same exact sums and FMAs); every variant's kernel for it
+    //! equals the twin bit for bit, with the activations as rows and, where
+    //! the variant takes them, in quads; the rows past the last group go
+    //! through the variant's `vec_dot`.
+
+    use super::{q8_0, supported_kernels};
+    use crate::common::{ggml_test_values, Rng};
+    use lamina::backend::cpu::act_rows::interleave_rows;
+    use lamina::backend::cpu::repack_q8_0::{self, RepackedQ8_0, RepackedQ8_0x8i4};
+    use lamina::backend::cpu::Kernels;
+    use lamina::tensor::blocks::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// The scalar table with the twins of both Q8_0 layouts.
+    fn twin_table() -> Kernels {
+        let mut scalar = Kernels::scalar();
+        scalar.gemm_q8_0_x8 = Some(repack_q8_0::gemm_q8_0_x8);
+        scalar.gemm_q8_0_x8i4 = Some(repack_q8_0::gemm_q8_0_x8i4);
+        scalar
+    }
+
+    fn tables() -> Vec<Kernels> {
+        let mut tables = vec![twin_table()];
+        tables.extend(
+            supported_kernels()
+                .into_iter()
+                .filter(|k| k.gemm_q8_0_x8i4.is_some()),
+        );
+        tables
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|f| f.to_bits()).collect()
+    }
+
+    /// The product through `k`'s kernels, and, where `k` takes quads, the
+    /// same product with them (after checking that quads which do not match
+    /// the activations are an error).
+    fn products(
+        k: &Kernels,
+        packed: &RepackedQ8_0x8i4,
+        x: &[BlockQ8_0],
+        n: usize,
+        rows: std::ops::Range<usize>,
+    ) -> (Vec<f32>, Option<Vec<f32>>) {
+        let mut out = vec![f32::NAN; n * rows.len()];
+        packed
+            .product_rows(k, x, n, rows.clone(), &mut out)
+            .unwrap();
+        if !RepackedQ8_0x8i4::wants_quads(k, n) {
+            return (out, None);
+        }
+        let mut quads = Vec::new();
+        let workers = lamina::parallel::Workers::new(1).unwrap();
+        interleave_rows(&workers, x, n, packed.cols() / QK, &mut quads);
+        let mut with_quads = vec![f32::NAN; n * rows.len()];
+        assert!(packed
+            .product_rows_quads(k, x, &quads[1..], n, rows.clone(), &mut with_quads)
+            .is_err());
+        packed
+            .product_rows_quads(k, x, &quads, n, rows, &mut with_quads)
+            .unwrap();
+        (out, Some(with_quads))
+    }
+
+    #[test]
+    fn products_match_the_twin() {
+        let twin_k = twin_table();
+        let mut rng = Rng::new(19);
+        for rows in [8usize, 13, 16] {
+            for cols in [32usize, 576] {
+                // Up to two quads and one row more.
+                for n in [1usize, 3, 4, 6, 9] {
+                    let w = q8_0(&ggml_test_values(rng.next_u64(), rows * cols));
+                    let x = q8_0(&ggml_test_values(rng.next_u64(), n * cols));
+                    let packed = RepackedQ8_0x8i4::new(&w, rows, cols).unwrap();
+                    let per_row = cols / QK;
+                    let whole = rows / 8 * 8;
+                    let mut twin = vec![f32::NAN; n * rows];
+                    packed
+                        .product_rows(&twin_k, &x, n, 0..rows, &mut twin)
+                        .unwrap();
+                    let mut runs8 = vec![f32::NAN; n * rows];
+                    RepackedQ8_0::new(&w, rows, cols)
+                        .unwrap()
+                        .product_rows(&twin_k, &x, n, 0..rows, &mut runs8)
+                        .unwrap();
+                    assert_eq!(bits(&twin), bits(&runs8), "rows={rows} cols={cols} n={n}");
+                    for k in tables() {
+                        for start in (0..rows).step_by(8) {
+                            for end in (start + 1..=rows).filter(|&e| e % 8 == 0 || e == rows) {
+                                let len = end - start;
+                                let what = format!(
+                                    "{} rows={rows} cols={cols} n={n} piece {start}..{end}",
+                                    k.variant
+                                );
+                                let (out, quads) = products(&k, &packed, &x, n, start..end);
+                                if let Some(quads) = quads {
+                                    assert_eq!(bits(&quads), bits(&out), "{what} quads");
+                                }
+                                for i in 0..n {
+                                    let xi = &x[i * per_row..(i + 1) * per_row];
+                                    for r in start..end {
+                                        let got = out[i * len + r - start];
+                                        let want = if r < whole {
+                                            twin[i * rows + r]
+                                        } else {
+                                            let wr = &w[r * per_row..(r + 1) * per_row];
+                                            (k.vec_dot_q8_0_q8_0)(wr, xi)
+                                        };
+                                        assert_eq!(
+                                            got.to_bits(),
+                                            want.to_bits(),
+                                            "{what} act {i} row {r}"
+                                        );
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_values_stay_exact() {
+        // As for the eight-byte runs: weights at -128 and 127, activations
+        // at ±127, scales of 1: every result is its integer sum.
+        let cols = 64;
+        for k in tables() {
+            for xv in [127i8, -127] {
+                let mut w = q8_0(&ggml_test_values(3, 8 * cols));
+                for (i, b) in w.iter_mut().enumerate() {
+                    b.d = half::f16::ONE;
+                    b.qs = std::array::from_fn(|j| if (i + j) % 3 == 0 { -128 } else { 127 });
+                }
+                for n in [1, 4] {
+                    let mut x = q8_0(&ggml_test_values(4, n * cols));
+                    for b in x.iter_mut() {
+                        b.d = half::f16::ONE;
+                        b.qs = [xv; QK];
+                    }
+                    let packed = RepackedQ8_0x8i4::new(&w, 8, cols).unwrap();
+                    let (out, quads) = products(&k, &packed, &x, n, 0..8);
+                    for (i, got) in out.iter().chain(quads.iter().flatten()).enumerate() {
+                        let r = i % 8;
+                        let want: i32 = w[r * 2..r * 2 + 2]
+                            .iter()
+                            .flat_map(|b| b.qs)
+                            .map(|q| q as i32 * xv as i32)
+                            .sum();
+                        assert_eq!(*got, want as f32, "{} n={n} output {i}", k.variant);
+                    }
+                }
+            }
+        }
+    }
+}
+
 mod q4_1_groups {
     //! Repacked Q4_1: eight interleaved rows per group, for variants with a
     //! group kernel. Every native variant's group kernel equals the scalar

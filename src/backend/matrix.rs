@@ -11,7 +11,7 @@ use crate::backend::cpu::repack_q4_1::RepackedQ4_1;
 use crate::backend::cpu::repack_q4_k::RepackedQ4K;
 use crate::backend::cpu::repack_q5_0::RepackedQ5_0;
 use crate::backend::cpu::repack_q6_k::RepackedQ6K;
-use crate::backend::cpu::repack_q8_0::RepackedQ8_0;
+use crate::backend::cpu::repack_q8_0::{RepackedQ8_0, RepackedQ8_0x8i4};
 use crate::error::{Error, Result};
 use crate::gguf::GgufFile;
 use crate::tensor::DType;
@@ -60,6 +60,7 @@ pub(crate) enum Repacked {
     Q4K(RepackedQ4K),
     Q6K(RepackedQ6K),
     Q8_0(RepackedQ8_0),
+    Q8_0x8i4(RepackedQ8_0x8i4),
     Q4_1(RepackedQ4_1),
 }
 
@@ -147,6 +148,7 @@ impl Matrix {
             Storage::Repacked(Repacked::Q4K(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q6K(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q8_0(p)) => p.size_bytes(),
+            Storage::Repacked(Repacked::Q8_0x8i4(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q4_1(p)) => p.size_bytes(),
         }
     }

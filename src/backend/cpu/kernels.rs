@@ -11,7 +11,7 @@ use super::repack_q4_1::BlockQ4_1x8;
 use super::repack_q4_k::BlockQ4Kx8;
 use super::repack_q5_0::BlockQ5_0x8;
 use super::repack_q6_k::BlockQ6Kx8;
-use super::repack_q8_0::BlockQ8_0x8;
+use super::repack_q8_0::{BlockQ8_0x8, BlockQ8_0x8i4};
 use super::variant::CpuVariant;
 use super::{rows, scalar};
 use crate::backend::ops::Rope;
@@ -168,6 +168,13 @@ pub struct Kernels {
     /// (`act_rows`), where a variant has an SMMLA kernel for it; used for
     /// two activation rows and more.
     pub gemm_q8_0_x8_pairs: Option<InterleavedGemmFn<BlockQ8_0x8, BlockQ8_0x2>>,
+    /// Q8_0's eight rows in runs of four bytes (`repack_q8_0::BlockQ8_0x8i4`),
+    /// where a variant has a kernel for them: Q8_0 weights are then repacked
+    /// so instead of as `gemm_q8_0_x8`'s.
+    pub gemm_q8_0_x8i4: Option<GemmFn<BlockQ8_0x8i4>>,
+    /// The same product with the activation rows also in quads (`act_rows`),
+    /// used for four activation rows and more.
+    pub gemm_q8_0_x8i4_quads: Option<InterleavedGemmFn<BlockQ8_0x8i4, BlockQ8_0x4>>,
     /// As `gemm_q5_0_x8`, for Q4_1 (`repack_q4_1`).
     pub gemm_q4_1_x8: Option<GemmQ4_1Fn>,
     // Element-wise and row kernels (scalar twins in rows.rs).
@@ -253,6 +260,8 @@ impl Kernels {
             gemm_q4_0_x8i8_pairs: None,
             gemm_q4_0_x4i4_quads: None,
             gemm_q8_0_x8_pairs: None,
+            gemm_q8_0_x8i4: None,
+            gemm_q8_0_x8i4_quads: None,
             gemm_q4_0_x8i8_sums: None,
             gemm_q5_0_x8: None,
             gemm_q4_k_x8: None,

@@ -15,7 +15,7 @@ use super::kernels::{Kernels, TileF32Fn};
 use super::products::{ActType, CpuProduct, Dots};
 use super::repack::ActLayout;
 use super::repack_q5_0::activation_sums;
-use super::repack_q8_0::RepackedQ8_0;
+use super::repack_q8_0::{RepackedQ8_0, RepackedQ8_0x8i4};
 use crate::backend::matrix::{Matrix, Repacked, Storage};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
@@ -637,6 +637,20 @@ pub(super) fn mul_mat(
             out,
             |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
         ),
+        Storage::Repacked(Repacked::Q8_0x8i4(p)) if RepackedQ8_0x8i4::wants_quads(k, n) => {
+            interleaved(
+                k,
+                workers,
+                s,
+                |a| &mut a.quads,
+                x,
+                cols,
+                rows,
+                n,
+                out,
+                |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
+            )
+        }
         Storage::Repacked(Repacked::Q5_0(p)) => with_sums(
             k,
             workers,
@@ -651,6 +665,7 @@ pub(super) fn mul_mat(
         ),
         Storage::Repacked(Repacked::Q4K(p)) => plain_group(k, workers, s, p, x, n, out),
         Storage::Repacked(Repacked::Q8_0(p)) => plain_group(k, workers, s, p, x, n, out),
+        Storage::Repacked(Repacked::Q8_0x8i4(p)) => plain_group(k, workers, s, p, x, n, out),
         Storage::Repacked(Repacked::Q4_1(p)) => plain_group(k, workers, s, p, x, n, out),
         Storage::Repacked(Repacked::Q6K(p)) => plain_group(k, workers, s, p, x, n, out),
     }

@@ -45,6 +45,8 @@ mod neon_groups;
 mod neon_i8mm;
 #[cfg(target_arch = "aarch64")]
 mod neon_q4_0;
+#[cfg(target_arch = "aarch64")]
+mod neon_q8_0;
 #[cfg(target_family = "wasm")]
 mod relaxed_simd;
 #[cfg(target_family = "wasm")]
@@ -250,6 +252,16 @@ impl Device for CpuDevice {
                 let blocks = as_blocks::<BlockQ6K>(src.bytes())?;
                 let packed = repack_q6_k::RepackedQ6K::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q6K(packed)))
+            }
+            // Runs of four where the variant has kernels for them
+            // (neon-dotprod), else of eight.
+            _ if src.dtype == DType::Q8_0
+                && self.kernels.gemm_q8_0_x8i4.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
+                let packed = repack_q8_0::RepackedQ8_0x8i4::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(&src, Repacked::Q8_0x8i4(packed)))
             }
             _ if src.dtype == DType::Q8_0
                 && self.kernels.gemm_q8_0_x8.is_some()

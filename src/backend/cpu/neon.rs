@@ -14,6 +14,7 @@ use super::kquant_dot::{self, IntDots};
 use super::neon_groups;
 use super::neon_i8mm::{self, smmla};
 use super::neon_q4_0;
+use super::neon_q8_0;
 use super::repack::BlockQ4_0x4;
 use crate::tensor::blocks::*;
 use crate::tensor::quants::IQ4_LEVELS;
@@ -80,6 +81,8 @@ pub(super) fn dotprod_kernels(base: Kernels) -> Kernels {
         gemm_q4_0_x4i4: Some(neon_q4_0::gemm_q4_0_x4i4),
         gemv_q4_0_x4i8,
         gemm_q8_0_x8: Some(neon_groups::gemm_q8_0_x8),
+        gemm_q8_0_x8i4: Some(neon_q8_0::gemm_q8_0_x8i4),
+        gemm_q8_0_x8i4_quads: Some(neon_q8_0::gemm_q8_0_x8i4_quads),
         gemm_q4_0_x4i4_quads: Some(neon_q4_0::gemm_q4_0_x4i4_quads),
         gemm_q4_1_x8: Some(neon_groups::gemm_q4_1_x8),
         gemm_q4_k_x8: Some(neon_groups::gemm_q4_k_x8),
@@ -100,6 +103,9 @@ pub(super) fn i8mm_kernels(base: Kernels) -> Kernels {
     Kernels {
         gemm_q4_0_x4i8: Some(gemm_q4_0_x4i8),
         gemm_q8_0_x8_pairs: Some(neon_i8mm::gemm_q8_0_x8_pairs),
+        // SMMLA takes eight-byte runs: Q8_0 keeps them here.
+        gemm_q8_0_x8i4: None,
+        gemm_q8_0_x8i4_quads: None,
         gemv_q4_0_x8i8: neon_groups::gemv_q4_0_x8,
         gemm_q4_0_x8i8_pairs: Some(neon_i8mm::gemm_q4_0_x8_pairs),
         ..dotprod_kernels(base)

@@ -99,7 +99,11 @@ pub(super) fn gemm_q4_0_x4i4_quads(
 /// # Safety
 /// The CPU must have dotprod (the asm touches registers only).
 #[inline(always)]
-unsafe fn sdot_by_element<const K: i32>(acc: int32x4_t, w: int8x16_t, y: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn sdot_by_element<const K: i32>(
+    acc: int32x4_t,
+    w: int8x16_t,
+    y: int8x16_t,
+) -> int32x4_t {
     let mut acc = acc;
     asm!("sdot {acc:v}.4s, {w:v}.16b, {y:v}.4b[{k}]",
         acc = inout(vreg) acc, w = in(vreg) w, y = in(vreg) y, k = const K,
