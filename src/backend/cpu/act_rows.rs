@@ -6,7 +6,7 @@
 //! - Pairs (`BlockQ8_0x2`) for SMMLA (`neon_i8mm`): its second operand is
 //!   eight values of two rows, and its 2x2 results are (row pair, activation
 //!   pair) products, so the scales are (d0, d1, d0, d1).
-//! - Quads (`BlockQ8_0x4`) for SDOT by element (`neon_q4_0`): lane j of a
+//! - Quads (`BlockQ8_0x4`) for SDOT by element (`neon_q4_0`, `neon_q8_0`): lane j of a
 //!   16-byte load holds four values of row j, so one load serves four SDOTs,
 //!   one per activation row.
 

@@ -31,9 +31,11 @@ const _: () = assert!(size_of::<BlockQ4_0x8>() == 16 + 128);
 const _: () = assert!(X8I8_FLIP == 0x88);
 
 /// SVE kernels over `base` (the best NEON table, for what SVE does not
-/// replace). The Q4_0/Q8_0 dots and the 8x8 GEMV replace NEON's only without dotprod (A64FX):
-/// with SDOT, NEON's per-block code is shorter (bench-kernels under qemu). The
-/// 8x8 GEMV needs vectors of at least 256 bits. Panics unless this CPU has
+/// replace). The Q4_0/Q8_0 dots and the 8x8 GEMV here replace NEON's only
+/// without dotprod (A64FX): with SDOT, NEON's per-block code is shorter
+/// (bench-kernels under qemu). The 8x8 GEMV needs vectors of at least 256
+/// bits. At exactly 256 bits Q4_0's 8x8 kernels are `sve256`'s, which loop
+/// over the blocks in asm and take half NEON's instructions. Panics unless this CPU has
 /// SVE: every kernel here relies on it, so it is checked here, once per
 /// table, and not only by the caller.
 pub(super) fn kernels(base: Kernels, features: &CpuFeatures) -> Kernels {
