@@ -28,9 +28,9 @@ use std::ops::Range;
 
 use half::f16;
 
-use super::act_rows::{BlockQ8_0x2, BlockQ8_0x4};
+use super::act_rows::{ActRows, BlockQ8_0x2, BlockQ8_0x4};
 use super::interleaved::{GroupBlock, GroupGemmFn, Interleaved, PlainGroup, ROWS};
-use super::kernels::{Kernels, VecDotFn};
+use super::kernels::{InterleavedGemmFn, Kernels, VecDotFn};
 use super::repack::check_gemm;
 use crate::error::{Error, Result};
 use crate::tensor::blocks::{BlockQ8_0, QK};
@@ -94,21 +94,43 @@ impl RepackedQ8_0 {
         rows: Range<usize>,
         out: &mut [f32],
     ) -> Result<()> {
-        let (Some(gemm), true) = (k.gemm_q8_0_x8_pairs, Self::wants_pairs(k, n)) else {
+        let gemm = k.gemm_q8_0_x8_pairs.filter(|_| Self::wants_pairs(k, n));
+        self.arranged_through(k, gemm, "pairs", x, pairs, n, rows, out)
+    }
+}
+
+impl<G: GroupBlock<Row = BlockQ8_0, Act = BlockQ8_0>> Interleaved<G> {
+    /// `rows_through` with `gemm`, a kernel that also takes the activation
+    /// rows arranged as `acts` (`act_rows::interleave_rows` of `x`; `what`
+    /// names them in errors); `None` where the variant takes no such
+    /// arrangement for `n` rows, an error.
+    #[allow(clippy::too_many_arguments)] // the product's operands
+    fn arranged_through<A: ActRows>(
+        &self,
+        k: &Kernels,
+        gemm: Option<InterleavedGemmFn<G, A>>,
+        what: &str,
+        x: &[BlockQ8_0],
+        acts: &[A],
+        n: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let Some(gemm) = gemm else {
             return Err(Error::InvalidArgument(format!(
-                "the {} kernels take no activation pairs for {n} rows of Q8_0",
+                "the {} kernels take no activation {what} for {n} rows of Q8_0",
                 k.variant
             )));
         };
-        if pairs.len() != n / 2 * (self.cols() / QK) {
+        if acts.len() != n / A::ROWS * (self.cols() / QK) {
             return Err(Error::InvalidArgument(format!(
-                "{} activation pairs' blocks for {n} rows of {} values",
-                pairs.len(),
+                "{} activation {what}' blocks for {n} rows of {} values",
+                acts.len(),
                 self.cols()
             )));
         }
-        let gemm = |group: &[BlockQ8_0x8], x: &[BlockQ8_0], n, out: &mut [f32], stride| {
-            gemm(group, pairs, x, n, out, stride)
+        let gemm = |group: &[G], x: &[BlockQ8_0], n, out: &mut [f32], stride| {
+            gemm(group, acts, x, n, out, stride)
         };
         self.rows_through(gemm, k.vec_dot_q8_0_q8_0, x, n, rows, out)
     }
@@ -124,6 +146,28 @@ pub fn gemm_q8_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
+    gemm_twin(
+        group,
+        x,
+        n,
+        out,
+        stride,
+        |b| &b.d,
+        |b, r, j| b.qs[64 * (j / 8) + 8 * r + j % 8],
+    );
+}
+
+/// The twins' loop over a group of either layout: `d(block)` gives the
+/// rows' scales, `q(block, r, j)` row r's value j.
+fn gemm_twin<G>(
+    group: &[G],
+    x: &[BlockQ8_0],
+    n: usize,
+    out: &mut [f32],
+    stride: usize,
+    d: impl Fn(&G) -> &[f16; ROWS],
+    q: impl Fn(&G, usize, usize) -> i8,
+) {
     check_gemm(group, x, n, out, stride, ROWS);
     let per_row = group.len();
     for i in 0..n {
@@ -132,10 +176,8 @@ pub fn gemm_q8_0_x8(
         for (b, y) in group.iter().zip(xi) {
             let dy = y.d.to_f32();
             for (r, acc) in acc.iter_mut().enumerate() {
-                let sum: i32 = (0..QK)
-                    .map(|j| b.qs[64 * (j / 8) + 8 * r + j % 8] as i32 * y.qs[j] as i32)
-                    .sum();
-                *acc = (sum as f32).mul_add(b.d[r].to_f32() * dy, *acc);
+                let sum: i32 = (0..QK).map(|j| q(b, r, j) as i32 * y.qs[j] as i32).sum();
+                *acc = (sum as f32).mul_add(d(b)[r].to_f32() * dy, *acc);
             }
         }
         out[i * stride..i * stride + ROWS].copy_from_slice(&acc);
@@ -204,23 +246,8 @@ impl RepackedQ8_0x8i4 {
         rows: Range<usize>,
         out: &mut [f32],
     ) -> Result<()> {
-        let (Some(gemm), true) = (k.gemm_q8_0_x8i4_quads, Self::wants_quads(k, n)) else {
-            return Err(Error::InvalidArgument(format!(
-                "the {} kernels take no activation quads for {n} rows of Q8_0",
-                k.variant
-            )));
-        };
-        if quads.len() != n / 4 * (self.cols() / QK) {
-            return Err(Error::InvalidArgument(format!(
-                "{} activation quads' blocks for {n} rows of {} values",
-                quads.len(),
-                self.cols()
-            )));
-        }
-        let gemm = |group: &[BlockQ8_0x8i4], x: &[BlockQ8_0], n, out: &mut [f32], stride| {
-            gemm(group, quads, x, n, out, stride)
-        };
-        self.rows_through(gemm, k.vec_dot_q8_0_q8_0, x, n, rows, out)
+        let gemm = k.gemm_q8_0_x8i4_quads.filter(|_| Self::wants_quads(k, n));
+        self.arranged_through(k, gemm, "quads", x, quads, n, rows, out)
     }
 }
 
@@ -232,20 +259,13 @@ pub fn gemm_q8_0_x8i4(
     out: &mut [f32],
     stride: usize,
 ) {
-    check_gemm(group, x, n, out, stride, ROWS);
-    let per_row = group.len();
-    for i in 0..n {
-        let xi = &x[i * per_row..(i + 1) * per_row];
-        let mut acc = [0f32; ROWS];
-        for (b, y) in group.iter().zip(xi) {
-            let dy = y.d.to_f32();
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let sum: i32 = (0..QK)
-                    .map(|j| b.qs[32 * (j / 4) + 4 * r + j % 4] as i32 * y.qs[j] as i32)
-                    .sum();
-                *acc = (sum as f32).mul_add(b.d[r].to_f32() * dy, *acc);
-            }
-        }
-        out[i * stride..i * stride + ROWS].copy_from_slice(&acc);
-    }
+    gemm_twin(
+        group,
+        x,
+        n,
+        out,
+        stride,
+        |b| &b.d,
+        |b, r, j| b.qs[32 * (j / 4) + 4 * r + j % 4],
+    );
 }
