@@ -84,29 +84,32 @@ macro_rules! by_take {
 }
 pub(crate) use by_take;
 
-/// `gemm_in_tiles` for eight-row groups whose kernels also take the
-/// activation blocks' sums (Q5_0; Q4_0 on AVX2 and avx512):
+/// `gemm_in_tiles` for `R`-row groups whose kernels also take the
+/// activation blocks' sums (Q5_0; Q4_0 on AVX2, avx512 and relaxed SIMD):
 /// `repack_q5_0::check_group`, then `tile(take, xs, ss, res)` over the
 /// activation rows four at a time, each `xs` and `ss` row sliced to the
 /// group's length.
-// The wasm variants take no activation sums.
-#[cfg_attr(target_family = "wasm", allow(dead_code))]
+// Of the wasm variants only relaxed SIMD takes activation sums.
+#[cfg_attr(
+    all(target_family = "wasm", not(target_feature = "relaxed-simd")),
+    allow(dead_code)
+)]
 #[inline(always)]
-pub fn gemm_sums_in_tiles<G>(
+pub fn gemm_sums_in_tiles<G, const R: usize>(
     group: &[G],
     x: &[BlockQ8_0],
     sums: &[i32],
     n: usize,
     out: &mut [f32],
     stride: usize,
-    mut tile: impl FnMut(usize, &[&[BlockQ8_0]; 4], &[&[i32]; 4], &mut [[f32; 8]; 4]),
+    mut tile: impl FnMut(usize, &[&[BlockQ8_0]; 4], &[&[i32]; 4], &mut [[f32; R]; 4]),
 ) {
-    check_group(group, x, sums, n, out, stride);
+    check_group(group, x, sums, n, out, stride, R);
     if n == 1 {
         // A GEMV (every generated token), as in `gemm_in_tiles`.
-        let mut res = [[0f32; 8]; 4];
+        let mut res = [[0f32; R]; 4];
         tile(1, &[x; 4], &[sums; 4], &mut res);
-        out[..8].copy_from_slice(&res[0]);
+        out[..R].copy_from_slice(&res[0]);
         return;
     }
     let per_row = group.len();

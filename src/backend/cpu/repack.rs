@@ -24,7 +24,7 @@ use half::f16;
 
 use super::act_rows::{interleave_rows, ActRows, BlockQ8_0x2, BlockQ8_0x4};
 use super::features::{CpuFeatures, Feature};
-use super::kernels::{GemmFn, GemvFn, InterleavedGemmFn, Kernels};
+use super::kernels::{GemmFn, GemmSumsFn, GemvFn, InterleavedGemmFn, Kernels};
 use super::repack_q5_0::activation_sums;
 use super::variant::CpuVariant;
 use super::widen::f16_to_f32;
@@ -293,9 +293,20 @@ impl RepackedQ4_0 {
     }
 
     /// Whether `product_rows` reads the activation blocks' sums: where the
-    /// variant's kernel for this layout takes them (AVX2, avx512).
+    /// variant's kernel for this layout takes them (8x8: AVX2, avx512; 4x4:
+    /// relaxed SIMD).
     pub fn wants_sums(&self, k: &Kernels) -> bool {
-        matches!(self.groups, Groups::X8(_)) && k.gemm_q4_0_x8i8_sums.is_some()
+        self.sums_kernel_x4(k).is_some()
+            || matches!(self.groups, Groups::X8(_)) && k.gemm_q4_0_x8i8_sums.is_some()
+    }
+
+    /// The variant's kernel taking activation sums for a four-row layout,
+    /// if it has one for this layout.
+    fn sums_kernel_x4(&self, k: &Kernels) -> Option<GemmSumsFn<BlockQ4_0x4>> {
+        match self.layout {
+            RepackLayout::X4I4 => k.gemm_q4_0_x4i4_sums,
+            _ => None,
+        }
     }
 
     /// The variant's kernels for a four-row layout: its matrix-matrix one,
@@ -346,26 +357,25 @@ impl RepackedQ4_0 {
             rows,
             out,
             sums_fit,
-            |blocks, per_row, r, out, len| {
-                match &self.groups {
-                    Groups::X4(g) => {
+            |blocks, per_row, r, out, len| match &self.groups {
+                Groups::X4(g) => match self.sums_kernel_x4(k) {
+                    Some(gemm) => {
+                        groups_with_sums(&g[blocks], per_row, r, gemm, x, sums, n, out, len)
+                    }
+                    None => {
                         let (gemm, gemv) = self.kernels_x4(k);
                         groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
                     }
-                    Groups::X8(g) => match k.gemm_q4_0_x8i8_sums {
-                        // Its kernel takes one activation row as well (the
-                        // frame goes straight to it), so no GEMV is needed.
-                        Some(gemm) => {
-                            for (g, group) in g[blocks].chunks_exact(per_row).enumerate() {
-                                gemm(group, x, sums, n, &mut out[g * r..], len);
-                            }
-                        }
-                        None => {
-                            let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
-                            groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
-                        }
-                    },
-                }
+                },
+                Groups::X8(g) => match k.gemm_q4_0_x8i8_sums {
+                    Some(gemm) => {
+                        groups_with_sums(&g[blocks], per_row, r, gemm, x, sums, n, out, len)
+                    }
+                    None => {
+                        let (gemm, gemv) = (k.gemm_q4_0_x8i8, k.gemv_q4_0_x8i8);
+                        groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
+                    }
+                },
             },
         )
     }
@@ -487,6 +497,26 @@ impl RepackedQ4_0 {
             }
         }
         Ok(())
+    }
+}
+
+/// `groups_through` for a kernel that takes the activation blocks' sums
+/// (`activation_sums(x)`): it takes one activation row as well (its frame
+/// goes straight to the tile), so no GEMV is needed.
+#[allow(clippy::too_many_arguments)]
+fn groups_with_sums<G>(
+    groups: &[G],
+    per_row: usize,
+    r: usize,
+    gemm: GemmSumsFn<G>,
+    x: &[BlockQ8_0],
+    sums: &[i32],
+    n: usize,
+    out: &mut [f32],
+    len: usize,
+) {
+    for (g, group) in groups.chunks_exact(per_row).enumerate() {
+        gemm(group, x, sums, n, &mut out[g * r..], len);
     }
 }
 

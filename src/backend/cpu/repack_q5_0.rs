@@ -121,10 +121,10 @@ pub fn activation_sums(x: &[BlockQ8_0], out: &mut Vec<i32>) {
     );
 }
 
-/// Panics unless the arguments of an eight-row group kernel that takes
+/// Panics unless the arguments of a group kernel of `rows` rows that takes
 /// activation sums fit together: `x` holds `n` rows of `group.len()`
-/// blocks, `sums` one value per block of `x`, and `out` reaches output 7 of
-/// activation row `n - 1` (`check_gemm`).
+/// blocks, `sums` one value per block of `x`, and `out` reaches output
+/// `rows - 1` of activation row `n - 1` (`check_gemm`).
 #[inline(always)]
 #[track_caller]
 pub(crate) fn check_group<G>(
@@ -134,8 +134,9 @@ pub(crate) fn check_group<G>(
     n: usize,
     out: &[f32],
     stride: usize,
+    rows: usize,
 ) {
-    check_gemm(group, x, n, out, stride, ROWS);
+    check_gemm(group, x, n, out, stride, rows);
     assert_eq!(
         sums.len(),
         x.len(),
@@ -158,7 +159,7 @@ pub fn gemm_q5_0_x8(
     out: &mut [f32],
     stride: usize,
 ) {
-    check_group(group, x, sums, n, out, stride);
+    check_group(group, x, sums, n, out, stride, ROWS);
     let per_row = group.len();
     for i in 0..n {
         let xi = &x[i * per_row..(i + 1) * per_row];

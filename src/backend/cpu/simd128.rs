@@ -395,6 +395,19 @@ mod imp {
         unsafe { v128_load(p.as_ptr().cast()) }
     }
 
+    /// The first 8 bytes of `p` in the low half of a vector (the high half
+    /// zero); panics if `p` holds fewer.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn load8<T>(p: &[T]) -> v128 {
+        assert!(
+            std::mem::size_of_val(p) >= 8,
+            "an 8-byte load from a shorter slice"
+        );
+        // SAFETY: the slice holds at least 8 bytes (asserted above);
+        // v128_load64_zero has no alignment requirement.
+        unsafe { v128_load64_zero(p.as_ptr().cast()) }
+    }
+
     /// Writes `v` over the first four values of `p`; panics if it holds fewer.
     #[inline(always)]
     pub(in crate::backend::cpu) fn store16(p: &mut [f32], v: v128) {
@@ -875,12 +888,7 @@ mod imp {
                 let halves = [i8x16_shl(v, 4), v128_and(v, u8x16_splat(0xF0))];
                 halves.map(|q| [i16x8_extend_low_i8x16(q), i16x8_extend_high_i8x16(q)])
             });
-            let dw = f32x4(
-                f16_to_f32(b.d[0]),
-                f16_to_f32(b.d[1]),
-                f16_to_f32(b.d[2]),
-                f16_to_f32(b.d[3]),
-            );
+            let dw = f16x4_to_f32(load8(&b.d));
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
                 // Lanes of `rows01` and `rows23` hold pairs of products per row.
@@ -915,7 +923,7 @@ mod imp {
     /// mantissa bits moved into place and scaled by 2^112 cover normal and
     /// subnormal values; infinities and NaNs get the all-ones exponent.
     #[inline(always)]
-    fn f16x4_to_f32(h: v128) -> v128 {
+    pub(in crate::backend::cpu) fn f16x4_to_f32(h: v128) -> v128 {
         let h = u32x4_extend_low_u16x8(h);
         let sign = u32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
         let em = u32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13);
@@ -1353,8 +1361,8 @@ pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
-    hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16, word_x4, Q4_1GroupSums,
-    Simd128Dots,
+    f16x4_to_f32, hsum_i32, load16, load8, nibbles, q4_1_rows4, q4_1_x8_tile, store16, word_x4,
+    Q4_1GroupSums, Simd128Dots,
 };
 
 /// Without simd128 in the module the variant is never supported, so this
