@@ -9,13 +9,18 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 start=$SECONDS
+summary=()
+# took NAME T0: a summary line with the time since T0 of a step outside the
+# stages (set-up, builds, waits), so a slower run shows where it went.
+took() { summary+=("     $1: $((SECONDS - $2)) s"); }
 
+t0=$SECONDS
 scripts/setup.sh || { echo "setup failed"; exit 1; }
 scripts/fetch-models.sh || { echo "fetch-models failed"; exit 1; }
+took "set-up and models" "$t0"
 
 logs=target/test-logs
 mkdir -p "$logs"
-summary=()
 total_pass=0
 total_fail=0
 failed=0
@@ -62,7 +67,9 @@ LAMINA_EXPECT_VARIANT=$native_variant run "x86_64" cargo test --no-fail-fast
 # embedding, CLI, every variant at 1 and 2 threads, perplexity) run on
 # $AARCH64_FULL_CPU, where every variant is available: emulation makes them
 # minutes each.
+t0=$SECONDS
 cargo test --target aarch64-unknown-linux-gnu --no-run -q 2>&1 | tail -n 3
+took "aarch64 test build" "$t0"
 # The other models run what depends on the variant: the kernels, the
 # quantizers, the repacked layouts, the backend's ops and the golden forward
 # passes (target-independent code, such as tokenizers, templates and the
@@ -116,8 +123,12 @@ relaxed_env=(CARGO_PROFILE_DEV_DEBUG=false CARGO_TARGET_DIR=target/wasm-relaxed-
 # wasm builds take the other, in the background (the npm stage waits for
 # them). Started during the test builds, they made those builds ~3 minutes
 # longer.
+t0=$SECONDS
 env "${wasm_env[@]}" cargo test --target wasm32-unknown-unknown --no-default-features --no-run -q 2>&1 | tail -n 3
+took "wasm32 test build" "$t0"
+t0=$SECONDS
 env "${relaxed_env[@]}" cargo test --target wasm32-unknown-unknown --no-default-features --no-run -q "${relaxed_tests[@]}" 2>&1 | tail -n 3
+took "wasm32 relaxed-simd test build" "$t0"
 scripts/build-wasm.sh > "$logs/build-wasm.log" 2>&1 &
 build_wasm_pid=$!
 # (`run` is a shell function: `env` cannot run it, so its stages take the
@@ -137,6 +148,7 @@ t0=$SECONDS
 wait "$build_wasm_pid"
 build_wasm_status=$?
 echo "(waited $((SECONDS - t0)) s for the wasm builds)"
+took "wait for the npm package's wasm builds" "$t0"
 cargo "+$LAMINA_NIGHTLY" fuzz build > "$logs/fuzz-build.log" 2>&1 &
 fuzz_build_pid=$!
 npm_stage() {
@@ -160,6 +172,7 @@ t0=$SECONDS
 wait "$fuzz_build_pid"
 fuzz_build_status=$?
 echo "(waited $((SECONDS - t0)) s for the fuzz build)"
+took "wait for the fuzz build" "$t0"
 fuzz_all() {
   tail -n 3 "$logs/fuzz-build.log"
   [ "$fuzz_build_status" = 0 ] || { echo "cargo fuzz build failed (exit $fuzz_build_status)"; return 1; }
