@@ -30,8 +30,8 @@ mod imp {
     use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        f16x4_to_f32, hsum_i32, load16, load8, nibbles, q4_1_rows4, q4_1_x8_tile, store16, word_x4,
-        Q4_1GroupSums, Simd128Dots,
+        f16x4_to_f32, hsum_i32, load16, load8, nibbles, q4_1_rows4, q4_1_x8_tile, store16,
+        unrolled, word_x4, Q4_1GroupSums, Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -173,11 +173,11 @@ mod imp {
             ];
             // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
             let mut s = [i32x4_splat(0); 4];
-            for (i, [lo, hi]) in w.iter().enumerate() {
-                let (k, pair) = (i / 4, i % 4);
-                s[pair] = dot_i7(a[k], *lo, s[pair]);
-                s[pair] = dot_i7(a[2 + k], *hi, s[pair]);
-            }
+            unrolled!(I in 0 1 2 3 4 5 6 7; {
+                let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
+                s[pair] = dot_i7(a[k], lo, s[pair]);
+                s[pair] = dot_i7(a[2 + k], hi, s[pair]);
+            });
             let rows = |p: v128, q: v128| {
                 i32x4_add(
                     i32x4_shuffle::<0, 2, 4, 6>(p, q),
