@@ -153,6 +153,52 @@ fn products_through_the_backend_match_the_scalar_backend() {
     }
 }
 
+/// Matrices that products read in the file's layout are copied into huge
+/// pages where the system gives them (Linux's transparent huge pages,
+/// `always` or `madvise`, of at most 32 MB), and stay in the file's bytes
+/// elsewhere; products from the copy equal those from the file's bytes (a
+/// table, which stays in the file) bit for bit, on every variant.
+#[cfg(not(target_family = "wasm"))]
+#[test]
+fn matrices_read_in_place_are_copied_into_huge_pages_where_the_system_has_them() {
+    let thp = |f: &str| {
+        std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{f}"))
+            .unwrap_or_default()
+    };
+    let (mode, size) = (thp("enabled"), thp("hpage_pmd_size"));
+    let size: usize = size.trim().parse().unwrap_or(0);
+    let expected = cfg!(target_os = "linux")
+        && (mode.contains("[always]") || mode.contains("[madvise]"))
+        && size.is_power_of_two()
+        && size <= 32 << 20;
+    assert_eq!(
+        lamina::backend::cpu::huge_page_size(),
+        expected.then_some(size),
+        "THP {mode:?}, {size} bytes"
+    );
+    let (rows, cols) = (20, 256);
+    for (seed, dtype) in [DType::F16, DType::BF16, DType::F32]
+        .into_iter()
+        .enumerate()
+    {
+        let file = weight_file(dtype, rows, cols, 300 + seed as u64);
+        let x = ggml_test_values(seed as u64, 3 * cols);
+        for (variant, device) in devices() {
+            let m = bind(device.as_ref(), &file, false);
+            let table = bind(device.as_ref(), &file, true);
+            let what = format!("{dtype} {variant}");
+            assert_eq!(m.is_copied(), expected, "{what}");
+            assert!(!m.is_repacked() && !table.is_copied(), "{what}");
+            assert_eq!(m.size_bytes(), table.size_bytes(), "{what}");
+            let mut be = device.create_backend(2).unwrap();
+            let (mut got, mut want) = (vec![f32::NAN; 3 * rows], vec![0f32; 3 * rows]);
+            be.mul_mat(&m, &x, 3, &mut got).unwrap();
+            be.mul_mat(&table, &x, 3, &mut want).unwrap();
+            assert_rows_close(&what, &got, &want, rows, true);
+        }
+    }
+}
+
 /// `mul_mat_rows` (one token's experts) gives each product what `mul_mat`
 /// gives it, bit for bit, on every variant and thread count, with one input
 /// row for all products or a row each; a product that does not fit its

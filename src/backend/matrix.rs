@@ -6,6 +6,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+#[cfg(not(target_family = "wasm"))]
+use crate::backend::cpu::huge_pages::ArenaBytes;
 use crate::backend::cpu::repack::RepackedQ4_0;
 use crate::backend::cpu::repack_q4_1::RepackedQ4_1;
 use crate::backend::cpu::repack_q4_k::RepackedQ4K;
@@ -51,6 +53,9 @@ pub(crate) enum Storage {
     },
     /// Copied at load into one of the CPU's interleaved layouts.
     Repacked(Repacked),
+    /// Copied at load as in the file, into memory of huge pages.
+    #[cfg(not(target_family = "wasm"))]
+    Copied(ArenaBytes),
 }
 
 /// A weight copied at load into an interleaved layout of the CPU's.
@@ -117,6 +122,18 @@ impl Matrix {
         }
     }
 
+    /// A matrix read in place, from a copy of its file bytes.
+    #[cfg(not(target_family = "wasm"))]
+    pub(crate) fn copied(src: &WeightSource, copy: ArenaBytes) -> Matrix {
+        Matrix {
+            name: src.name.to_string(),
+            dtype: src.dtype,
+            rows: src.rows,
+            cols: src.cols,
+            storage: Storage::Copied(copy),
+        }
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -139,10 +156,29 @@ impl Matrix {
         matches!(self.storage, Storage::Repacked(_))
     }
 
+    /// Whether the device keeps a copy of its own (repacked, or in huge
+    /// pages), rather than reading the file's memory.
+    pub fn is_copied(&self) -> bool {
+        !matches!(self.storage, Storage::Mapped { .. })
+    }
+
+    /// The values in the file's layout, wherever they are read from; None
+    /// when repacked.
+    pub(crate) fn file_layout_bytes(&self) -> Option<&[u8]> {
+        match &self.storage {
+            Storage::Mapped { file, part, range } => Some(&file.part_bytes(*part)[range.clone()]),
+            #[cfg(not(target_family = "wasm"))]
+            Storage::Copied(copy) => Some(copy.as_slice()),
+            Storage::Repacked(_) => None,
+        }
+    }
+
     /// Bytes the matrix takes where it lives.
     pub fn size_bytes(&self) -> usize {
         match &self.storage {
             Storage::Mapped { range, .. } => range.len(),
+            #[cfg(not(target_family = "wasm"))]
+            Storage::Copied(copy) => copy.as_slice().len(),
             Storage::Repacked(Repacked::Q4_0(_)) => self.rows * self.dtype.bytes_for(self.cols),
             Storage::Repacked(Repacked::Q5_0(p)) => p.size_bytes(),
             Storage::Repacked(Repacked::Q4K(p)) => p.size_bytes(),

@@ -575,19 +575,26 @@ pub(super) fn mul_mat(
             out.len()
         )));
     }
-    match &w.storage {
-        Storage::Mapped { file, part, range } => {
+    let repacked = match &w.storage {
+        Storage::Repacked(r) => r,
+        // Read in the file's layout: from its mapping or a copy.
+        _ => {
             let dtype = w.dtype();
+            let data = w.file_layout_bytes().ok_or_else(|| {
+                Error::InvalidArgument(format!("matrix '{}' has no values", w.name()))
+            })?;
             let mapped = Mapped {
-                data: &file.part_bytes(*part)[range.clone()],
+                data,
                 rows,
                 cols,
                 row_bytes: dtype.bytes_for(cols),
             };
-            with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
-                float => float_product(k, workers, s, mapped, dtype, x, n, out))
+            return with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
+                float => float_product(k, workers, s, mapped, dtype, x, n, out));
         }
-        Storage::Repacked(Repacked::Q4_0(p)) => match p.act_layout(k, n) {
+    };
+    match repacked {
+        Repacked::Q4_0(p) => match p.act_layout(k, n) {
             ActLayout::Pairs => interleaved(
                 k,
                 workers,
@@ -625,7 +632,7 @@ pub(super) fn mul_mat(
                 |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
             ),
         },
-        Storage::Repacked(Repacked::Q8_0(p)) if RepackedQ8_0::wants_pairs(k, n) => interleaved(
+        Repacked::Q8_0(p) if RepackedQ8_0::wants_pairs(k, n) => interleaved(
             k,
             workers,
             s,
@@ -637,21 +644,19 @@ pub(super) fn mul_mat(
             out,
             |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
         ),
-        Storage::Repacked(Repacked::Q8_0x8i4(p)) if RepackedQ8_0x8i4::wants_quads(k, n) => {
-            interleaved(
-                k,
-                workers,
-                s,
-                |a| &mut a.quads,
-                x,
-                cols,
-                rows,
-                n,
-                out,
-                |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
-            )
-        }
-        Storage::Repacked(Repacked::Q5_0(p)) => with_sums(
+        Repacked::Q8_0x8i4(p) if RepackedQ8_0x8i4::wants_quads(k, n) => interleaved(
+            k,
+            workers,
+            s,
+            |a| &mut a.quads,
+            x,
+            cols,
+            rows,
+            n,
+            out,
+            |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
+        ),
+        Repacked::Q5_0(p) => with_sums(
             k,
             workers,
             s,
@@ -663,11 +668,11 @@ pub(super) fn mul_mat(
             true,
             |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
         ),
-        Storage::Repacked(Repacked::Q4K(p)) => plain_group(k, workers, s, p, x, n, out),
-        Storage::Repacked(Repacked::Q8_0(p)) => plain_group(k, workers, s, p, x, n, out),
-        Storage::Repacked(Repacked::Q8_0x8i4(p)) => plain_group(k, workers, s, p, x, n, out),
-        Storage::Repacked(Repacked::Q4_1(p)) => plain_group(k, workers, s, p, x, n, out),
-        Storage::Repacked(Repacked::Q6K(p)) => plain_group(k, workers, s, p, x, n, out),
+        Repacked::Q4K(p) => plain_group(k, workers, s, p, x, n, out),
+        Repacked::Q8_0(p) => plain_group(k, workers, s, p, x, n, out),
+        Repacked::Q8_0x8i4(p) => plain_group(k, workers, s, p, x, n, out),
+        Repacked::Q4_1(p) => plain_group(k, workers, s, p, x, n, out),
+        Repacked::Q6K(p) => plain_group(k, workers, s, p, x, n, out),
     }
 }
 
@@ -705,14 +710,13 @@ pub(super) fn get_rows(w: &Matrix, ids: &[u32], out: &mut [f32]) -> Result<()> {
             ids.len()
         )));
     }
-    let Storage::Mapped { file, part, range } = &w.storage else {
+    let Some(data) = w.file_layout_bytes() else {
         return Err(Error::InvalidArgument(format!(
             "get_rows of the repacked matrix '{}'",
             w.name()
         )));
     };
     let row_bytes = w.dtype().bytes_for(cols);
-    let data = &file.part_bytes(*part)[range.clone()];
     for (&id, dst) in ids.iter().zip(out.chunks_exact_mut(cols)) {
         let r = id as usize;
         if r >= w.rows() {

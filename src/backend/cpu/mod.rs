@@ -7,6 +7,8 @@ mod attention;
 mod attention_blocks;
 mod backend;
 pub mod features;
+#[cfg(not(target_family = "wasm"))]
+pub(crate) mod huge_pages;
 // The SIMD group kernels' frame (x86 and aarch64 have group kernels).
 #[cfg(any(
     target_arch = "x86_64",
@@ -60,6 +62,8 @@ use std::sync::Arc;
 
 pub use backend::CpuBackend;
 pub use features::{CpuFeatures, Feature};
+#[cfg(not(target_family = "wasm"))]
+pub use huge_pages::huge_page_size;
 pub use kernels::{Kernels, SupportedVariant};
 pub use variant::CpuVariant;
 
@@ -109,6 +113,9 @@ pub struct CpuDevice {
     features: CpuFeatures,
     kernels: Kernels,
     forced: bool,
+    /// Where matrices read in place are copied, in huge pages.
+    #[cfg(not(target_family = "wasm"))]
+    arena: Arc<huge_pages::WeightArena>,
 }
 
 impl CpuDevice {
@@ -123,6 +130,8 @@ impl CpuDevice {
             features: supported.features().clone(),
             kernels: Kernels::for_variant(supported),
             forced: choice.is_some(),
+            #[cfg(not(target_family = "wasm"))]
+            arena: Arc::default(),
         })
     }
 
@@ -133,6 +142,8 @@ impl CpuDevice {
             kernels: Kernels::for_variant(SupportedVariant::check(variant)?),
             features: self.features.clone(),
             forced: true,
+            #[cfg(not(target_family = "wasm"))]
+            arena: self.arena.clone(),
         })
     }
 
@@ -161,6 +172,22 @@ impl CpuDevice {
     /// The kernel table of another supported variant (for tests and benchmarks).
     pub fn kernels_for(&self, variant: CpuVariant) -> Result<Kernels> {
         Ok(Kernels::for_variant(SupportedVariant::check(variant)?))
+    }
+
+    /// A matrix read in place, copied into huge pages where the system has
+    /// them (`huge_pages`): its products then stream it with a TLB entry per
+    /// 2 MB. None where it stays in the file's mapping.
+    fn in_huge_pages(&self, src: &WeightSource) -> Option<Matrix> {
+        #[cfg(not(target_family = "wasm"))]
+        {
+            let copy = self.arena.copy(src.file, src.bytes())?;
+            Some(Matrix::copied(src, copy))
+        }
+        #[cfg(target_family = "wasm")]
+        {
+            let _ = src;
+            None
+        }
     }
 }
 
@@ -279,7 +306,7 @@ impl Device for CpuDevice {
                 let packed = repack_q4_1::RepackedQ4_1::new(blocks, src.rows, src.cols)?;
                 Ok(Matrix::repacked(&src, Repacked::Q4_1(packed)))
             }
-            _ => Ok(mapped),
+            _ => Ok(self.in_huge_pages(&src).unwrap_or(mapped)),
         }
     }
 

@@ -337,13 +337,14 @@ pub(crate) fn load(
                     embd.dtype
                 )));
             }
-            // Tied output: where the device repacks the embedding's type for
-            // products, the output gets its own repacked copy, as llama.cpp's
-            // duplicated output tensor does (lookups keep reading the file's
-            // rows; the copy takes the place of the pages the product read
-            // every token). Else the products read the embedding in place.
+            // Tied output: where the device copies the embedding for products
+            // (repacked, or into huge pages), the output gets its own copy,
+            // as llama.cpp's duplicated output tensor does (lookups keep
+            // reading the file's rows; the copy takes the place of the pages
+            // the product read every token). Else the products read the
+            // embedding in place.
             let packed = matrix(device, file, &embd)?;
-            packed.is_repacked().then_some(packed)
+            packed.is_copied().then_some(packed)
         }
     };
     let output_norm = vec_of(parts.output_norm.unwrap_or("output_norm.weight"), d)?;
