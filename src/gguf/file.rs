@@ -182,6 +182,34 @@ impl GgufFile {
         Ok(GgufFile::single(header, Storage::Mapped(map)))
     }
 
+    /// Drops this process's hold on the mapped pages of `range` in part
+    /// `part`, for bytes the device has copied (repacked, or into huge
+    /// pages): the process's resident memory stops counting them twice. The
+    /// pages stay in the page cache, and reading the range still gives the
+    /// same bytes, faulted in again. A part held in memory is left as it is.
+    pub fn release_pages(&self, part: usize, range: std::ops::Range<usize>) {
+        #[cfg(all(unix, not(target_family = "wasm")))]
+        if let Some(Storage::Mapped(map)) = self.parts.get(part).map(|p| &p.storage) {
+            if !range.is_empty() && range.end <= map.len() {
+                // SAFETY: the mapping is read-only, so it holds no pages of
+                // its own (written copies): MADV_DONTNEED only drops the page
+                // table entries of the range (and of the page parts around
+                // it), and the next read faults the same file bytes back in.
+                // No reference to the map sees different bytes. A failure
+                // leaves the pages mapped, which is harmless.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        range.start,
+                        range.len(),
+                    )
+                };
+            }
+        }
+        #[cfg(not(all(unix, not(target_family = "wasm"))))]
+        let _ = (part, range);
+    }
+
     /// The path the file (the first part of a split model) was opened from,
     /// if any.
     pub fn path(&self) -> Option<&Path> {

@@ -174,6 +174,76 @@ impl CpuDevice {
         Ok(Kernels::for_variant(SupportedVariant::check(variant)?))
     }
 
+    /// `src` as the device holds it: repacked where the variant has a
+    /// layout for its type, else copied into huge pages, else read in place.
+    fn place_matrix(&self, src: &WeightSource) -> Result<Matrix> {
+        if !self.supports_op(Op::MulMat(src.dtype)) {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{}' is {}: the CPU backend has no matrix product for {} weights",
+                src.name, src.dtype, src.dtype
+            )));
+        }
+        let mapped = Matrix::mapped(src)?;
+        match self.kernels.repack {
+            Some(layout) if src.dtype == DType::Q4_0 && src.rows % layout.rows() == 0 => {
+                let blocks = as_blocks::<BlockQ4_0>(src.bytes())?;
+                let packed = repack::RepackedQ4_0::new(blocks, src.rows, src.cols, layout)?;
+                Ok(Matrix::repacked(src, Repacked::Q4_0(packed)))
+            }
+            _ if src.dtype == DType::Q5_0
+                && self.kernels.gemm_q5_0_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ5_0>(src.bytes())?;
+                let packed = repack_q5_0::RepackedQ5_0::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(src, Repacked::Q5_0(packed)))
+            }
+            _ if src.dtype == DType::Q4_K
+                && self.kernels.gemm_q4_k_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ4K>(src.bytes())?;
+                let packed = repack_q4_k::RepackedQ4K::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(src, Repacked::Q4K(packed)))
+            }
+            _ if src.dtype == DType::Q6_K
+                && self.kernels.gemm_q6_k_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ6K>(src.bytes())?;
+                let packed = repack_q6_k::RepackedQ6K::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(src, Repacked::Q6K(packed)))
+            }
+            // Runs of four where the variant has kernels for them
+            // (neon-dotprod), else of eight.
+            _ if src.dtype == DType::Q8_0
+                && self.kernels.gemm_q8_0_x8i4.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
+                let packed = repack_q8_0::RepackedQ8_0x8i4::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(src, Repacked::Q8_0x8i4(packed)))
+            }
+            _ if src.dtype == DType::Q8_0
+                && self.kernels.gemm_q8_0_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
+                let packed = repack_q8_0::RepackedQ8_0::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(src, Repacked::Q8_0(packed)))
+            }
+            _ if src.dtype == DType::Q4_1
+                && self.kernels.gemm_q4_1_x8.is_some()
+                && src.rows % interleaved::ROWS == 0 =>
+            {
+                let blocks = as_blocks::<BlockQ4_1>(src.bytes())?;
+                let packed = repack_q4_1::RepackedQ4_1::new(blocks, src.rows, src.cols)?;
+                Ok(Matrix::repacked(src, Repacked::Q4_1(packed)))
+            }
+            _ => Ok(self.in_huge_pages(src).unwrap_or(mapped)),
+        }
+    }
+
     /// A matrix read in place, copied into huge pages where the system has
     /// them (`huge_pages`): its products then stream it with a TLB entry per
     /// 2 MB. None where it stays in the file's mapping.
@@ -243,71 +313,15 @@ impl Device for CpuDevice {
     }
 
     fn bind_matrix(&self, src: WeightSource) -> Result<Matrix> {
-        if !self.supports_op(Op::MulMat(src.dtype)) {
-            return Err(Error::InvalidArgument(format!(
-                "tensor '{}' is {}: the CPU backend has no matrix product for {} weights",
-                src.name, src.dtype, src.dtype
-            )));
+        let matrix = self.place_matrix(&src)?;
+        // With a copy of its own, the device no longer reads the file's
+        // pages: the process's resident memory stops counting them twice
+        // (the page cache keeps them; a tied embedding's lookups fault the
+        // rows they read back in).
+        if matrix.is_copied() {
+            src.file.release_pages(src.part, src.range.clone());
         }
-        let mapped = Matrix::mapped(&src)?;
-        match self.kernels.repack {
-            Some(layout) if src.dtype == DType::Q4_0 && src.rows % layout.rows() == 0 => {
-                let blocks = as_blocks::<BlockQ4_0>(src.bytes())?;
-                let packed = repack::RepackedQ4_0::new(blocks, src.rows, src.cols, layout)?;
-                Ok(Matrix::repacked(&src, Repacked::Q4_0(packed)))
-            }
-            _ if src.dtype == DType::Q5_0
-                && self.kernels.gemm_q5_0_x8.is_some()
-                && src.rows % interleaved::ROWS == 0 =>
-            {
-                let blocks = as_blocks::<BlockQ5_0>(src.bytes())?;
-                let packed = repack_q5_0::RepackedQ5_0::new(blocks, src.rows, src.cols)?;
-                Ok(Matrix::repacked(&src, Repacked::Q5_0(packed)))
-            }
-            _ if src.dtype == DType::Q4_K
-                && self.kernels.gemm_q4_k_x8.is_some()
-                && src.rows % interleaved::ROWS == 0 =>
-            {
-                let blocks = as_blocks::<BlockQ4K>(src.bytes())?;
-                let packed = repack_q4_k::RepackedQ4K::new(blocks, src.rows, src.cols)?;
-                Ok(Matrix::repacked(&src, Repacked::Q4K(packed)))
-            }
-            _ if src.dtype == DType::Q6_K
-                && self.kernels.gemm_q6_k_x8.is_some()
-                && src.rows % interleaved::ROWS == 0 =>
-            {
-                let blocks = as_blocks::<BlockQ6K>(src.bytes())?;
-                let packed = repack_q6_k::RepackedQ6K::new(blocks, src.rows, src.cols)?;
-                Ok(Matrix::repacked(&src, Repacked::Q6K(packed)))
-            }
-            // Runs of four where the variant has kernels for them
-            // (neon-dotprod), else of eight.
-            _ if src.dtype == DType::Q8_0
-                && self.kernels.gemm_q8_0_x8i4.is_some()
-                && src.rows % interleaved::ROWS == 0 =>
-            {
-                let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
-                let packed = repack_q8_0::RepackedQ8_0x8i4::new(blocks, src.rows, src.cols)?;
-                Ok(Matrix::repacked(&src, Repacked::Q8_0x8i4(packed)))
-            }
-            _ if src.dtype == DType::Q8_0
-                && self.kernels.gemm_q8_0_x8.is_some()
-                && src.rows % interleaved::ROWS == 0 =>
-            {
-                let blocks = as_blocks::<BlockQ8_0>(src.bytes())?;
-                let packed = repack_q8_0::RepackedQ8_0::new(blocks, src.rows, src.cols)?;
-                Ok(Matrix::repacked(&src, Repacked::Q8_0(packed)))
-            }
-            _ if src.dtype == DType::Q4_1
-                && self.kernels.gemm_q4_1_x8.is_some()
-                && src.rows % interleaved::ROWS == 0 =>
-            {
-                let blocks = as_blocks::<BlockQ4_1>(src.bytes())?;
-                let packed = repack_q4_1::RepackedQ4_1::new(blocks, src.rows, src.cols)?;
-                Ok(Matrix::repacked(&src, Repacked::Q4_1(packed)))
-            }
-            _ => Ok(self.in_huge_pages(&src).unwrap_or(mapped)),
-        }
+        Ok(matrix)
     }
 
     fn bind_table(&self, src: WeightSource) -> Result<Matrix> {
