@@ -112,6 +112,7 @@ impl<G: GroupBlock> Interleaved<G> {
         while row + ROWS <= rows.end.min(whole) {
             let g = row / ROWS;
             let group = &self.groups[g * per_row..(g + 1) * per_row];
+            super::touch_ahead::touch_ahead(&self.groups, g * per_row);
             gemm(group, x, n, &mut out[row - rows.start..], len);
             row += ROWS;
         }

@@ -30,6 +30,7 @@ pub mod repack_q6_k;
 pub mod repack_q8_0;
 pub mod rows;
 pub mod scalar;
+mod touch_ahead;
 pub mod variant;
 pub mod widen;
 

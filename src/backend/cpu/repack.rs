@@ -26,6 +26,7 @@ use super::act_rows::{interleave_rows, ActRows, BlockQ8_0x2, BlockQ8_0x4};
 use super::features::{CpuFeatures, Feature};
 use super::kernels::{GemmFn, GemmSumsFn, GemvFn, InterleavedGemmFn, Kernels};
 use super::repack_q5_0::activation_sums;
+use super::touch_ahead::touch_ahead;
 use super::variant::CpuVariant;
 use super::widen::f16_to_f32;
 use crate::error::{Error, Result};
@@ -516,6 +517,7 @@ fn groups_with_sums<G>(
     len: usize,
 ) {
     for (g, group) in groups.chunks_exact(per_row).enumerate() {
+        touch_ahead(groups, g * per_row);
         gemm(group, x, sums, n, &mut out[g * r..], len);
     }
 }
@@ -540,12 +542,18 @@ fn groups_through<G>(
     if n == 1 {
         // One activation row (every generated token): one GEMV per group,
         // zipped with its outputs (index arithmetic per call costs more).
-        for (group, out) in groups.chunks_exact(per_row).zip(out.chunks_exact_mut(r)) {
+        for (g, (group, out)) in groups
+            .chunks_exact(per_row)
+            .zip(out.chunks_exact_mut(r))
+            .enumerate()
+        {
+            touch_ahead(groups, g * per_row);
             gemv(group, x, out);
         }
         return;
     }
     for (g, group) in groups.chunks_exact(per_row).enumerate() {
+        touch_ahead(groups, g * per_row);
         let at = g * r;
         match gemm {
             Some(f) => f(group, x, n, &mut out[at..], len),
