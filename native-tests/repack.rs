@@ -1146,3 +1146,254 @@ k_quant_group_tests!(
         b.scales = [-128; 16];
     }
 );
+
+mod edge_scales {
+    //! Scales at the edges of f16 (zeros of both signs, the smallest and
+    //! largest subnormals, the smallest normal, the largest finite values,
+    //! infinities, NaN) through every group kernel. wasm's kernels widen a
+    //! block's scales with a short sequence that is exact for finite values
+    //! after checking the block for infinities and NaNs, which take the
+    //! full widening (`simd128::block_scales`); activation scales always
+    //! take the full one. Results with finite scales must match the twins
+    //! as the random tests' do; a row with an infinite or NaN scale must be
+    //! infinite (same sign) or NaN where the twin's is.
+
+    use super::{assert_matches_twin, q4_0, q8_0, supported_kernels, LAYOUTS};
+    use crate::common::ggml_test_values;
+    use lamina::backend::cpu::repack::RepackedQ4_0;
+    use lamina::backend::cpu::repack_q4_1::{self, RepackedQ4_1};
+    use lamina::backend::cpu::repack_q8_0::{self, RepackedQ8_0};
+    use lamina::backend::cpu::Kernels;
+    use lamina::tensor::blocks::*;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use half::f16;
+
+    /// ±0, the smallest and largest subnormals, the smallest normal, 1, -2,
+    /// ±65504.
+    const FINITE: [u16; 9] = [
+        0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x3C00, 0xC000, 0x7BFF, 0xFBFF,
+    ];
+    /// +∞, -∞, NaN.
+    const SPECIAL: [u16; 3] = [0x7C00, 0xFC00, 0x7E00];
+
+    const ROWS: usize = 16;
+    const COLS: usize = 128;
+    const PER_ROW: usize = COLS / QK;
+
+    /// Weight block `b` of row `r`'s scale: every finite edge value, and in
+    /// rows 3, 10 and 13 (blocks 1, 2, 3) the infinities and NaN.
+    fn weight_scale(r: usize, b: usize, salt: usize) -> f16 {
+        match (r, b) {
+            (3, 1) => f16::from_bits(SPECIAL[0]),
+            (10, 2) => f16::from_bits(SPECIAL[1]),
+            (13, 3) => f16::from_bits(SPECIAL[2]),
+            _ => f16::from_bits(FINITE[(7 * r + 3 * b + salt) % FINITE.len()]),
+        }
+    }
+
+    fn special_row(r: usize) -> bool {
+        matches!(r, 3 | 10 | 13)
+    }
+
+    /// Activations with small values (sums stay small) and, per block, a
+    /// finite edge scale.
+    fn small_activations(n: usize) -> Vec<i8> {
+        (0..n * COLS).map(|j| ((j * 5 % 7) as i8) - 3).collect()
+    }
+
+    /// `got` against the twin's `want`: non-finite alike in a row with a
+    /// special scale, else within `assert_matches_twin`'s bound (bit-equal
+    /// natively).
+    fn check(got: f32, want: f32, special: bool, magnitude: f64, what: &str) {
+        if special || !want.is_finite() {
+            assert!(!want.is_finite(), "{what}: the twin's {want} is finite");
+            assert_eq!(got.is_nan(), want.is_nan(), "{what}: {got} vs twin {want}");
+            if want.is_infinite() {
+                assert_eq!(got, want, "{what}");
+            }
+        } else {
+            assert_matches_twin(got, want, PER_ROW, magnitude, what);
+        }
+    }
+
+    #[test]
+    fn q4_0_layouts() {
+        let scalar = Kernels::scalar();
+        let mut w = q4_0(&ggml_test_values(21, ROWS * COLS));
+        for (i, b) in w.iter_mut().enumerate() {
+            b.d = weight_scale(i / PER_ROW, i % PER_ROW, 0);
+        }
+        for n in [1, 4] {
+            let mut x = q8_0(&ggml_test_values(22, n * COLS));
+            for (i, (b, q)) in x
+                .iter_mut()
+                .zip(small_activations(n).chunks(QK))
+                .enumerate()
+            {
+                b.d = f16::from_bits(FINITE[(i * 5 + 2) % FINITE.len()]);
+                b.qs.copy_from_slice(q);
+            }
+            let mut sums = Vec::new();
+            lamina::backend::cpu::repack_q5_0::activation_sums(&x, &mut sums);
+            for k in supported_kernels() {
+                for layout in LAYOUTS {
+                    let packed = RepackedQ4_0::new(&w, ROWS, COLS, layout).unwrap();
+                    let mut out = vec![0.0; n * ROWS];
+                    packed
+                        .product_rows(&k, &x, &sums, n, 0..ROWS, &mut out)
+                        .unwrap();
+                    for i in 0..n {
+                        let xi = &x[i * PER_ROW..(i + 1) * PER_ROW];
+                        for r in 0..ROWS {
+                            // Every Q4_0 layout equals the scalar vec_dot.
+                            let want = (scalar.vec_dot_q4_0_q8_0)(&w[r * PER_ROW..][..PER_ROW], xi);
+                            let got = out[i * ROWS + r];
+                            let what =
+                                format!("{} {} n={n} act {i} row {r}", k.variant, layout.name());
+                            if want.is_nan() {
+                                assert!(got.is_nan(), "{what}: {got}");
+                            } else {
+                                assert_eq!(
+                                    got.to_bits(),
+                                    want.to_bits(),
+                                    "{what}: {got} vs {want}"
+                                );
+                            }
+                            assert_eq!(special_row(r), !want.is_finite(), "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q4_1_groups() {
+        let mut twin = Kernels::scalar();
+        twin.gemm_q4_1_x8 = Some(repack_q4_1::gemm_q4_1_x8);
+        let mut w = {
+            let mut out = vec![BlockQ4_1::zeroed(); ROWS * PER_ROW];
+            lamina::tensor::quants::q4_1::quantize(&ggml_test_values(23, ROWS * COLS), &mut out);
+            out
+        };
+        for (i, b) in w.iter_mut().enumerate() {
+            b.d = weight_scale(i / PER_ROW, i % PER_ROW, 0);
+            // Minimums finite except where `d` is not: the other rows of a
+            // block with a special `d` take the full widening too.
+            b.m = f16::from_bits(FINITE[(i * 4 + 1) % FINITE.len()]);
+        }
+        let packed = RepackedQ4_1::new(&w, ROWS, COLS).unwrap();
+        for n in [1, 4] {
+            let mut x = vec![BlockQ8_1::zeroed(); n * PER_ROW];
+            lamina::tensor::quants::q8_1::quantize(&ggml_test_values(24, n * COLS), &mut x);
+            for (i, (b, q)) in x
+                .iter_mut()
+                .zip(small_activations(n).chunks(QK))
+                .enumerate()
+            {
+                b.d = f16::from_bits(FINITE[(i * 5 + 2) % FINITE.len()]);
+                b.s = f16::from_bits(FINITE[(i * 2 + 6) % FINITE.len()]);
+                b.qs.copy_from_slice(q);
+            }
+            let mut want = vec![0.0; n * ROWS];
+            packed
+                .product_rows(&twin, &x, n, 0..ROWS, &mut want)
+                .unwrap();
+            for k in supported_kernels()
+                .iter()
+                .filter(|k| k.gemm_q4_1_x8.is_some())
+            {
+                let mut out = vec![0.0; n * ROWS];
+                packed.product_rows(k, &x, n, 0..ROWS, &mut out).unwrap();
+                for i in 0..n {
+                    for r in 0..ROWS {
+                        let magnitude: f64 = (0..PER_ROW)
+                            .map(|b| {
+                                let (wb, y) = (&w[r * PER_ROW + b], &x[i * PER_ROW + b]);
+                                let dot: i32 = (0..QK)
+                                    .map(|j| {
+                                        let q = if j < 16 {
+                                            wb.qs[j] & 0x0F
+                                        } else {
+                                            wb.qs[j - 16] >> 4
+                                        };
+                                        q as i32 * y.qs[j] as i32
+                                    })
+                                    .sum();
+                                (wb.d.to_f64() * y.d.to_f64() * dot as f64).abs()
+                                    + (wb.m.to_f64() * y.s.to_f64()).abs()
+                            })
+                            .sum();
+                        let what = format!("{} n={n} act {i} row {r}", k.variant);
+                        check(
+                            out[i * ROWS + r],
+                            want[i * ROWS + r],
+                            special_row(r),
+                            magnitude,
+                            &what,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn q8_0_groups() {
+        let mut twin = Kernels::scalar();
+        twin.gemm_q8_0_x8 = Some(repack_q8_0::gemm_q8_0_x8);
+        let mut w = q8_0(&ggml_test_values(25, ROWS * COLS));
+        for (i, b) in w.iter_mut().enumerate() {
+            b.d = weight_scale(i / PER_ROW, i % PER_ROW, 4);
+        }
+        let packed = RepackedQ8_0::new(&w, ROWS, COLS).unwrap();
+        for n in [1, 4] {
+            let mut x = q8_0(&ggml_test_values(26, n * COLS));
+            for (i, (b, q)) in x
+                .iter_mut()
+                .zip(small_activations(n).chunks(QK))
+                .enumerate()
+            {
+                b.d = f16::from_bits(FINITE[(i * 5 + 2) % FINITE.len()]);
+                b.qs.copy_from_slice(q);
+            }
+            let mut want = vec![0.0; n * ROWS];
+            packed
+                .product_rows(&twin, &x, n, 0..ROWS, &mut want)
+                .unwrap();
+            for k in supported_kernels()
+                .iter()
+                .filter(|k| k.gemm_q8_0_x8.is_some())
+            {
+                let mut out = vec![0.0; n * ROWS];
+                packed.product_rows(k, &x, n, 0..ROWS, &mut out).unwrap();
+                for i in 0..n {
+                    for r in 0..ROWS {
+                        let magnitude: f64 = (0..PER_ROW)
+                            .map(|b| {
+                                let (wb, y) = (&w[r * PER_ROW + b], &x[i * PER_ROW + b]);
+                                let dot: i32 = wb
+                                    .qs
+                                    .iter()
+                                    .zip(&y.qs)
+                                    .map(|(&q, &a)| q as i32 * a as i32)
+                                    .sum();
+                                (wb.d.to_f64() * y.d.to_f64() * dot as f64).abs()
+                            })
+                            .sum();
+                        let what = format!("{} n={n} act {i} row {r}", k.variant);
+                        check(
+                            out[i * ROWS + r],
+                            want[i * ROWS + r],
+                            special_row(r),
+                            magnitude,
+                            &what,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -30,7 +30,7 @@ mod imp {
     use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        f16x4_to_f32, hsum_i32, load16, load8, nibbles, q4_1_rows4, q4_1_x8_tile, store16,
+        block_scales4, f16_splat, hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16,
         unrolled, word_x4, Q4_1GroupSums, Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
@@ -215,7 +215,7 @@ mod imp {
                 let v = v128_xor(load16(&b.qs[16 * k..16 * k + 16]), flip);
                 [v128_and(v, low), u8x16_shr(v, 4)]
             });
-            let dw = f16x4_to_f32(load8(&b.d));
+            let dw = block_scales4(&b.d);
             for ((acc, x), s8) in acc.iter_mut().zip(&xs).zip(&ss) {
                 let y = &x[bi];
                 let mut s = i32x4_splat(0);
@@ -227,7 +227,7 @@ mod imp {
                 let e = i32x4_splat(8 * s8[bi]);
                 let scaled = f32x4_mul(
                     f32x4_mul(f32x4_convert_i32x4(i32x4_sub(s, e)), dw),
-                    f32x4_splat(f16_to_f32(y.d)),
+                    f16_splat(y.d),
                 );
                 *acc = f32x4_add(*acc, scaled);
             }

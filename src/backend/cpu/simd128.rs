@@ -688,13 +688,6 @@ mod imp {
         });
     }
 
-    /// The eight f16 at `h` as two f32x4, exactly.
-    #[inline(always)]
-    fn f16x8_to_f32(h: &[half::f16; 8]) -> [v128; 2] {
-        let v = load16(h);
-        [f16x4_to_f32(v), f16x4_to_f32(i64x2_shuffle::<1, 1>(v, v))]
-    }
-
     /// A repacked Q8_0 group's eight rows times the first `A` rows of `xs`,
     /// as `q4_1_x8_tile` without the minimums: each 16-byte load holds
     /// values 8k.. of two rows, widened to i16 and multiplied in pairs
@@ -716,7 +709,7 @@ mod imp {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let mut acc = [[f32x4_splat(0.0); 2]; A];
         for (bi, b) in group.iter().enumerate() {
-            let d = f16x8_to_f32(&b.d);
+            let [d] = block_scales([&b.d]);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
                 let a = widened_activations(&y.qs);
@@ -731,7 +724,7 @@ mod imp {
                     rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, a[k]));
                 });
                 let s = eight_row_sums(&rows);
-                let dy = f32x4_splat(f16_to_f32(y.d));
+                let dy = f16_splat(y.d);
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
                     acc[h] = f32x4_add(acc[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
@@ -831,11 +824,11 @@ mod imp {
         let mut mins = [[f32x4_splat(0.0); 2]; A];
         for (bi, b) in group.iter().enumerate() {
             let w = way.prepare(b);
-            let (d, m) = (f16x8_to_f32(&b.d), f16x8_to_f32(&b.m));
+            let [d, m] = block_scales([&b.d, &b.m]);
             for ((dots, mins), x) in dots.iter_mut().zip(&mut mins).zip(&xs) {
                 let y = &x[bi];
                 let s = way.sums(b, &w, y);
-                let (dy, sy) = (f32x4_splat(f16_to_f32(y.d)), f32x4_splat(f16_to_f32(y.s)));
+                let [dy, sy] = f16_pair_splats(y.d, y.s);
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
                     dots[h] = f32x4_add(dots[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
@@ -904,7 +897,7 @@ mod imp {
                 let halves = [i8x16_shl(v, 4), v128_and(v, u8x16_splat(0xF0))];
                 halves.map(|q| [i16x8_extend_low_i8x16(q), i16x8_extend_high_i8x16(q)])
             });
-            let dw = f16x4_to_f32(load8(&b.d));
+            let dw = block_scales4(&b.d);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
                 // Lanes of `rows01` and `rows23` hold pairs of products per row.
@@ -923,10 +916,7 @@ mod imp {
                     ),
                     4,
                 );
-                let scaled = f32x4_mul(
-                    f32x4_mul(f32x4_convert_i32x4(sums), dw),
-                    f32x4_splat(f16_to_f32(y.d)),
-                );
+                let scaled = f32x4_mul(f32x4_mul(f32x4_convert_i32x4(sums), dw), f16_splat(y.d));
                 *acc = f32x4_add(*acc, scaled);
             }
         }
@@ -935,18 +925,108 @@ mod imp {
         }
     }
 
-    /// Four f16 (as the low 64 bits of `h`) to f32x4, exactly: the exponent and
-    /// mantissa bits moved into place and scaled by 2^112 cover normal and
-    /// subnormal values; infinities and NaNs get the all-ones exponent.
+    /// 2^112: an f16's exponent and mantissa bits read in an f32's place
+    /// are worth 2^-112 times the f16.
+    const TWO_112: f32 = f32::from_bits(0x7780_0000);
+
+    /// The f16 in the high half of each 32-bit lane to f32x4 (the low
+    /// halves are ignored), exactly for finite values. An arithmetic shift
+    /// right by 3 puts the sign at bit 31 and the exponent and mantissa at
+    /// bits 13..28, where (with the sign's copies in bits 28..31 cleared)
+    /// an f32 reads them as 2^-112 times the f16, normal or subnormal (wasm
+    /// keeps f32 subnormals); one exact multiply by 2^112 finishes. An
+    /// infinity or NaN (exponent 31) comes out as a finite value of 2^16 or
+    /// more: `f16_high_to_f32` handles those, or the caller checks first.
+    #[inline(always)]
+    fn finite_f16_high_to_f32(x: v128) -> v128 {
+        let bits = v128_and(i32x4_shr(x, 3), u32x4_splat(0x8FFF_E000));
+        f32x4_mul(bits, f32x4_splat(TWO_112))
+    }
+
+    /// `finite_f16_high_to_f32` exact for every f16: infinities and NaNs
+    /// get the all-ones exponent (NaNs keep their payload).
+    #[inline(always)]
+    fn f16_high_to_f32(x: v128) -> v128 {
+        let bits = v128_and(i32x4_shr(x, 3), u32x4_splat(0x8FFF_E000));
+        let finite = f32x4_mul(bits, f32x4_splat(TWO_112));
+        let exponent = u32x4_splat(0x7C00_0000);
+        let special = i32x4_eq(v128_and(x, exponent), exponent);
+        v128_bitselect(v128_or(bits, u32x4_splat(0x7F80_0000)), finite, special)
+    }
+
+    /// The eight f16 of `h`, each moved into the high half of a 32-bit lane:
+    /// values 0..4 and 4..8 (one unpack with zero each).
+    #[inline(always)]
+    fn f16_high_halves(h: v128) -> [v128; 2] {
+        let z = i16x8_splat(0);
+        [
+            i16x8_shuffle::<0, 8, 1, 9, 2, 10, 3, 11>(z, h),
+            i16x8_shuffle::<4, 12, 5, 13, 6, 14, 7, 15>(z, h),
+        ]
+    }
+
+    /// Four f16 (as the low 64 bits of `h`) to f32x4, exactly.
     #[inline(always)]
     pub(in crate::backend::cpu) fn f16x4_to_f32(h: v128) -> v128 {
-        let h = u32x4_extend_low_u16x8(h);
-        let sign = u32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
-        let em = u32x4_shl(v128_and(h, u32x4_splat(0x7fff)), 13);
-        let scaled = f32x4_mul(em, f32x4_splat(f32::from_bits(0x7780_0000))); // 2^112
-        let special = u32x4_eq(v128_and(h, u32x4_splat(0x7c00)), u32x4_splat(0x7c00));
-        let inf_nan = v128_or(em, u32x4_splat(0x7f80_0000));
-        v128_or(v128_bitselect(inf_nan, scaled, special), sign)
+        f16_high_to_f32(f16_high_halves(h)[0])
+    }
+
+    /// Whether any of the f16 lanes of `a` or `b` is an infinity or a NaN.
+    #[inline(always)]
+    fn any_inf_nan(a: v128, b: v128) -> bool {
+        let magnitude = i16x8_splat(0x7FFF);
+        let largest = u16x8_max(v128_and(a, magnitude), v128_and(b, magnitude));
+        v128_any_true(u16x8_gt(largest, u16x8_splat(0x7BFF)))
+    }
+
+    /// A repacked block's `N` scale vectors of eight f16 (`d`, and `m` where
+    /// the layout has one) as f32x4 pairs, exactly. Generating a token
+    /// widens every block's scales once, so this is on its path: scales are
+    /// finite in any model that runs, and take the short widening after one
+    /// check; a block with an infinite or NaN scale takes the full one.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn block_scales<const N: usize>(
+        h: [&[half::f16; 8]; N],
+    ) -> [[v128; 2]; N] {
+        const { assert!(N == 1 || N == 2) };
+        let v = h.map(|h| load16(h));
+        let special = any_inf_nan(v[0], v[N - 1]);
+        v.map(|v| {
+            let halves = f16_high_halves(v);
+            if special {
+                halves.map(f16_high_to_f32)
+            } else {
+                halves.map(finite_f16_high_to_f32)
+            }
+        })
+    }
+
+    /// The four scales of a 4x4 block (`load8`'s low 64 bits) as f32x4,
+    /// exactly, as `block_scales` widens them.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn block_scales4(h: &[half::f16; 4]) -> v128 {
+        let v = load8(h);
+        let high = f16_high_halves(v)[0];
+        if any_inf_nan(v, v) {
+            f16_high_to_f32(high)
+        } else {
+            finite_f16_high_to_f32(high)
+        }
+    }
+
+    /// An activation block's f16 scale widened exactly, in every lane.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn f16_splat(h: half::f16) -> v128 {
+        f16_high_to_f32(i32x4_splat(i32::from(h.to_bits()) << 16))
+    }
+
+    /// An activation block's two f16 (Q8_1's `d` and `s`) widened exactly,
+    /// each in every lane: both from one 32-bit splat, `s` read from the
+    /// high halves as it is and `d` shifted there.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn f16_pair_splats(d: half::f16, s: half::f16) -> [v128; 2] {
+        let both = i32x4_splat((u32::from(d.to_bits()) | u32::from(s.to_bits()) << 16) as i32);
+        [f16_high_to_f32(i32x4_shl(both, 16)), f16_high_to_f32(both)]
     }
 
     /// One query against cached f16 K rows, each score with the operations
@@ -1377,8 +1457,8 @@ pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
-    f16x4_to_f32, hsum_i32, load16, load8, nibbles, q4_1_rows4, q4_1_x8_tile, store16, unrolled,
-    word_x4, Q4_1GroupSums, Simd128Dots,
+    block_scales4, f16_splat, hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16,
+    unrolled, word_x4, Q4_1GroupSums, Simd128Dots,
 };
 
 /// Without simd128 in the module the variant is never supported, so this
