@@ -453,7 +453,7 @@ mod q8_0_groups {
     }
 
     /// The sum of a row's block terms' magnitudes, |d(w)·d(a)·Σ q·a|.
-    fn q8_0_magnitude(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f64 {
+    pub(super) fn q8_0_magnitude(w: &[BlockQ8_0], x: &[BlockQ8_0]) -> f64 {
         w.iter()
             .zip(x)
             .map(|(b, y)| {
@@ -855,7 +855,7 @@ mod q4_1_groups {
     /// m·s (each exact in f64), and the sum of the terms' magnitudes: the
     /// minimums' terms largely cancel the others, so rounding is relative
     /// to the terms, not to the result.
-    fn definition(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> (f64, f64) {
+    pub(super) fn definition(w: &[BlockQ4_1], x: &[BlockQ8_1]) -> (f64, f64) {
         let (mut sum, mut magnitude) = (0f64, 0f64);
         for (b, y) in w.iter().zip(x) {
             let dot: i32 = (0..QK)
@@ -1218,6 +1218,25 @@ mod edge_scales {
         }
     }
 
+    /// Every output of variant `k`'s product (`n` activation rows) against
+    /// the twin's, `magnitude(r, i)` the sum of row r's terms' magnitudes
+    /// with activation row i.
+    fn check_rows(
+        k: &Kernels,
+        out: &[f32],
+        want: &[f32],
+        n: usize,
+        magnitude: impl Fn(usize, usize) -> f64,
+    ) {
+        for i in 0..n {
+            for r in 0..ROWS {
+                let what = format!("{} n={n} act {i} row {r}", k.variant);
+                let at = i * ROWS + r;
+                check(out[at], want[at], special_row(r), magnitude(r, i), &what);
+            }
+        }
+    }
+
     #[test]
     fn q4_0_layouts() {
         let scalar = Kernels::scalar();
@@ -1307,35 +1326,13 @@ mod edge_scales {
             {
                 let mut out = vec![0.0; n * ROWS];
                 packed.product_rows(k, &x, n, 0..ROWS, &mut out).unwrap();
-                for i in 0..n {
-                    for r in 0..ROWS {
-                        let magnitude: f64 = (0..PER_ROW)
-                            .map(|b| {
-                                let (wb, y) = (&w[r * PER_ROW + b], &x[i * PER_ROW + b]);
-                                let dot: i32 = (0..QK)
-                                    .map(|j| {
-                                        let q = if j < 16 {
-                                            wb.qs[j] & 0x0F
-                                        } else {
-                                            wb.qs[j - 16] >> 4
-                                        };
-                                        q as i32 * y.qs[j] as i32
-                                    })
-                                    .sum();
-                                (wb.d.to_f64() * y.d.to_f64() * dot as f64).abs()
-                                    + (wb.m.to_f64() * y.s.to_f64()).abs()
-                            })
-                            .sum();
-                        let what = format!("{} n={n} act {i} row {r}", k.variant);
-                        check(
-                            out[i * ROWS + r],
-                            want[i * ROWS + r],
-                            special_row(r),
-                            magnitude,
-                            &what,
-                        );
-                    }
-                }
+                check_rows(k, &out, &want, n, |r, i| {
+                    super::q4_1_groups::definition(
+                        &w[r * PER_ROW..][..PER_ROW],
+                        &x[i * PER_ROW..][..PER_ROW],
+                    )
+                    .1
+                });
             }
         }
     }
@@ -1369,30 +1366,12 @@ mod edge_scales {
             {
                 let mut out = vec![0.0; n * ROWS];
                 packed.product_rows(k, &x, n, 0..ROWS, &mut out).unwrap();
-                for i in 0..n {
-                    for r in 0..ROWS {
-                        let magnitude: f64 = (0..PER_ROW)
-                            .map(|b| {
-                                let (wb, y) = (&w[r * PER_ROW + b], &x[i * PER_ROW + b]);
-                                let dot: i32 = wb
-                                    .qs
-                                    .iter()
-                                    .zip(&y.qs)
-                                    .map(|(&q, &a)| q as i32 * a as i32)
-                                    .sum();
-                                (wb.d.to_f64() * y.d.to_f64() * dot as f64).abs()
-                            })
-                            .sum();
-                        let what = format!("{} n={n} act {i} row {r}", k.variant);
-                        check(
-                            out[i * ROWS + r],
-                            want[i * ROWS + r],
-                            special_row(r),
-                            magnitude,
-                            &what,
-                        );
-                    }
-                }
+                check_rows(k, &out, &want, n, |r, i| {
+                    super::q8_0_groups::q8_0_magnitude(
+                        &w[r * PER_ROW..][..PER_ROW],
+                        &x[i * PER_ROW..][..PER_ROW],
+                    )
+                });
             }
         }
     }
