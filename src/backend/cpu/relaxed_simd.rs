@@ -30,8 +30,8 @@ mod imp {
     use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        block_scales4, f16_splat, hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16,
-        unrolled, word_x4, Q4_1GroupSums, Simd128Dots,
+        f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, shr_bytes,
+        shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, ScaleWidening, Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -136,7 +136,10 @@ mod imp {
         stride: usize,
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            by_take!(take, q4_1_x8_tile(group, xs, res, &RelaxedSums))
+            let way = RelaxedSums {
+                low: opaque(u8x16_splat(0x0F)),
+            };
+            by_take!(take, q4_1_x8_tile(group, xs, res, &way))
         });
     }
 
@@ -145,7 +148,10 @@ mod imp {
     /// of a vector each dot leaves two lanes per row (as SDOT does on
     /// NEON), and a pairwise add of four vectors gives four rows' sums. The
     /// nibbles (0..15) are the dot's 7-bit operand as they are.
-    struct RelaxedSums;
+    struct RelaxedSums {
+        /// 0x0F in every byte (`opaque`).
+        low: v128,
+    }
 
     impl Q4_1GroupSums for RelaxedSums {
         /// `w[i]`: the low and high nibbles of the block's 16-byte load `i`
@@ -157,7 +163,7 @@ mod imp {
         fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights {
             std::array::from_fn(|i| {
                 let v = load16(&b.qs[16 * i..16 * i + 16]);
-                [v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4)]
+                [v128_and(v, self.low), v128_and(u16x8_shr(v, 4), self.low)]
             })
         }
 
@@ -215,7 +221,8 @@ mod imp {
                 let v = v128_xor(load16(&b.qs[16 * k..16 * k + 16]), flip);
                 [v128_and(v, low), u8x16_shr(v, 4)]
             });
-            let dw = block_scales4(&b.d);
+            // (Constants stay plain here: `ScaleWidening::plain` says why.)
+            let dw = ScaleWidening::plain().block_scales4(&b.d);
             for ((acc, x), s8) in acc.iter_mut().zip(&xs).zip(&ss) {
                 let y = &x[bi];
                 let mut s = i32x4_splat(0);
@@ -303,8 +310,8 @@ mod imp {
             );
             let hi = dot_i7(
                 load16(&b[16..]),
-                u8x16_shr(q1, 4),
-                dot16(load16(&b[..]), u8x16_shr(q0, 4)),
+                shr_bytes(q1, 4),
+                dot16(load16(&b[..]), shr_bytes(q0, 4)),
             );
             (hsum_i32(lo), hsum_i32(hi))
         }
@@ -312,10 +319,9 @@ mod imp {
         #[inline(always)]
         unsafe fn bit_sums(h: &[u8; 32], bit: u32, a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
             let (h0, h1) = (load16(&h[..]), load16(&h[16..]));
-            let one = u8x16_splat(1);
             let sums = |bit: u32, v: &[i8; 32]| {
-                let b0 = v128_and(u8x16_shr(h0, bit), one);
-                let b1 = v128_and(u8x16_shr(h1, bit), one);
+                let b0 = shr_bytes_and(h0, bit, 1);
+                let b1 = shr_bytes_and(h1, bit, 1);
                 hsum_i32(dot_i7(load16(&v[16..]), b1, dot16(load16(&v[..]), b0)))
             };
             (sums(bit, a), sums(bit + 1, b))
@@ -332,13 +338,14 @@ mod imp {
             let half = |off: usize| {
                 let l = load16(&ql[off..]);
                 let nib = if high {
-                    u8x16_shr(l, 4)
+                    shr_bytes(l, 4)
                 } else {
                     v128_and(l, u8x16_splat(0x0F))
                 };
-                let hb = v128_and(u8x16_shr(load16(&qh[off..]), shift), u8x16_splat(3));
+                let hb = shr_bytes_and(load16(&qh[off..]), shift, 3);
                 // q in 0..=63; Σ (q - 32)·a = Σ q·a - Σ 32·a.
-                let q = v128_or(nib, i8x16_shl(hb, 4));
+                // hb < 4, so a 16-bit shift keeps every bit in its byte.
+                let q = v128_or(nib, u16x8_shl(hb, 4));
                 let av = load16(&a[off..]);
                 hsum_i32(i32x4_sub(dot16(av, q), dot16(av, u8x16_splat(32))))
             };
@@ -348,7 +355,7 @@ mod imp {
         #[inline(always)]
         unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
             let half = |off: usize| {
-                let v = v128_and(u8x16_shr(load16(&q[off..]), shift), u8x16_splat(3));
+                let v = shr_bytes_and(load16(&q[off..]), shift, 3);
                 hsum_i32(dot16(load16(&a[off..]), v))
             };
             (half(0), half(16))
@@ -357,7 +364,7 @@ mod imp {
         #[inline(always)]
         unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
             let half = |off: usize| {
-                let set = v128_and(u8x16_shr(load16(&h[off..]), bit), u8x16_splat(1));
+                let set = shr_bytes_and(load16(&h[off..]), bit, 1);
                 hsum_i32(dot16(load16(&a[off..]), set))
             };
             (half(0), half(16))

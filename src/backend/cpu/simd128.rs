@@ -437,7 +437,27 @@ mod imp {
     #[inline(always)]
     pub(in crate::backend::cpu) fn nibbles(qs: &[u8; 16]) -> (v128, v128) {
         let v = load16(qs);
-        (v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4))
+        (v128_and(v, u8x16_splat(0x0F)), shr_bytes(v, 4))
+    }
+
+    /// Each byte shifted right by `n` (< 8), zeros shifted in: the bytes of
+    /// `u8x16_shr`, as a 16-bit shift and an AND that clears the top `n`
+    /// bits of each byte (where the byte above's bits land). V8 on x86
+    /// lowers `u8x16_shr` to the same two instructions but rebuilds the
+    /// mask from an immediate every time, five in all; here the mask is a
+    /// `v128.const`, built at most once per loop pass and shared by every
+    /// shift in it (see `opaque`).
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn shr_bytes(v: v128, n: u32) -> v128 {
+        shr_bytes_and(v, n, 0xFF >> n)
+    }
+
+    /// `shr_bytes(v, n)` ANDed with `mask` in every byte, in the same two
+    /// instructions: `mask` must have none of a byte's top `n` bits set.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn shr_bytes_and(v: v128, n: u32, mask: u8) -> v128 {
+        debug_assert!(n < 8 && u32::from(mask) >> (8 - n) == 0);
+        v128_and(u16x8_shr(v, n), u8x16_splat(mask))
     }
 
     fn quantize_q8_0(x: &[f32], y: &mut [BlockQ8_0]) {
@@ -708,8 +728,9 @@ mod imp {
     ) {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let mut acc = [[f32x4_splat(0.0); 2]; A];
+        let widen = ScaleWidening::opaque();
         for (bi, b) in group.iter().enumerate() {
-            let [d] = block_scales([&b.d]);
+            let [d] = widen.block_scales([&b.d]);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
                 let a = widened_activations(&y.qs);
@@ -724,7 +745,7 @@ mod imp {
                     rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, a[k]));
                 });
                 let s = eight_row_sums(&rows);
-                let dy = f16_splat(y.d);
+                let dy = widen.splat(y.d);
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
                     acc[h] = f32x4_add(acc[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
@@ -789,7 +810,7 @@ mod imp {
             unrolled!(I in 0 1 2 3 4 5 6 7; {
                 let (k, pair) = (I / 4, I % 4);
                 let v = load16(&b.qs[16 * I..16 * I + 16]);
-                for (nib, q) in [v128_and(v, u8x16_splat(0x0F)), u8x16_shr(v, 4)]
+                for (nib, q) in [v128_and(v, u8x16_splat(0x0F)), shr_bytes(v, 4)]
                     .into_iter()
                     .enumerate()
                 {
@@ -822,13 +843,14 @@ mod imp {
         let xs: [&[BlockQ8_1]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let mut dots = [[f32x4_splat(0.0); 2]; A];
         let mut mins = [[f32x4_splat(0.0); 2]; A];
+        let widen = ScaleWidening::opaque();
         for (bi, b) in group.iter().enumerate() {
             let w = way.prepare(b);
-            let [d, m] = block_scales([&b.d, &b.m]);
+            let [d, m] = widen.block_scales([&b.d, &b.m]);
             for ((dots, mins), x) in dots.iter_mut().zip(&mut mins).zip(&xs) {
                 let y = &x[bi];
                 let s = way.sums(b, &w, y);
-                let [dy, sy] = f16_pair_splats(y.d, y.s);
+                let [dy, sy] = widen.pair_splats(y.d, y.s);
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
                     dots[h] = f32x4_add(dots[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
@@ -889,15 +911,19 @@ mod imp {
     ) {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let mut acc = [f32x4_splat(0.0); A];
+        let (widen, high) = (ScaleWidening::opaque(), opaque(u8x16_splat(0xF0)));
         for (bi, b) in group.iter().enumerate() {
             // w[k][h]: load k's low (h = 0) or high (h = 1) nibbles, as
             // [rows 0 and 1 widened, rows 2 and 3 widened].
             let w: [[[v128; 2]; 2]; 4] = std::array::from_fn(|k| {
                 let v = load16(&b.qs[16 * k..16 * k + 16]);
-                let halves = [i8x16_shl(v, 4), v128_and(v, u8x16_splat(0xF0))];
+                // (The low nibbles moved up by a 16-bit shift and the mask:
+                // `i8x16_shl` would rebuild the mask each time, as
+                // `shr_bytes` explains.)
+                let halves = [v128_and(u16x8_shl(v, 4), high), v128_and(v, high)];
                 halves.map(|q| [i16x8_extend_low_i8x16(q), i16x8_extend_high_i8x16(q)])
             });
-            let dw = block_scales4(&b.d);
+            let dw = widen.block_scales4(&b.d);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
                 // Lanes of `rows01` and `rows23` hold pairs of products per row.
@@ -916,7 +942,7 @@ mod imp {
                     ),
                     4,
                 );
-                let scaled = f32x4_mul(f32x4_mul(f32x4_convert_i32x4(sums), dw), f16_splat(y.d));
+                let scaled = f32x4_mul(f32x4_mul(f32x4_convert_i32x4(sums), dw), widen.splat(y.d));
                 *acc = f32x4_add(*acc, scaled);
             }
         }
@@ -929,22 +955,20 @@ mod imp {
     /// are worth 2^-112 times the f16.
     const TWO_112: f32 = f32::from_bits(0x7780_0000);
 
-    /// The f16 in the high half of each 32-bit lane to f32x4 (the low
-    /// halves are ignored), exactly for finite values. An arithmetic shift
-    /// right by 3 puts the sign at bit 31 and the exponent and mantissa at
-    /// bits 13..28, where (with the sign's copies in bits 28..31 cleared)
-    /// an f32 reads them as 2^-112 times the f16, normal or subnormal (wasm
-    /// keeps f32 subnormals); one exact multiply by 2^112 finishes. An
-    /// infinity or NaN (exponent 31) comes out as a finite value of 2^16 or
-    /// more: `f16_high_to_f32` handles those, or the caller checks first.
+    /// A value LLVM cannot see through, for a vector constant a kernel's
+    /// loop uses. Given a `v128.const` in a loop, V8 (x86) rebuilds it on
+    /// every iteration: a load into a general register, a move and a
+    /// broadcast, three instructions per constant per block in the group
+    /// tiles, where it hoists nothing. An opaque value made once per call
+    /// is a local instead, kept in a register or read from the stack as an
+    /// operand. (LLVM would fold a plain one back into each use.)
     #[inline(always)]
-    fn finite_f16_high_to_f32(x: v128) -> v128 {
-        let bits = v128_and(i32x4_shr(x, 3), u32x4_splat(0x8FFF_E000));
-        f32x4_mul(bits, f32x4_splat(TWO_112))
+    pub(in crate::backend::cpu) fn opaque(v: v128) -> v128 {
+        std::hint::black_box(v)
     }
 
-    /// `finite_f16_high_to_f32` exact for every f16: infinities and NaNs
-    /// get the all-ones exponent (NaNs keep their payload).
+    /// `ScaleWidening::finite` exact for every f16: infinities and NaNs get
+    /// the all-ones exponent (NaNs keep their payload).
     #[inline(always)]
     fn f16_high_to_f32(x: v128) -> v128 {
         let bits = v128_and(i32x4_shr(x, 3), u32x4_splat(0x8FFF_E000));
@@ -971,62 +995,139 @@ mod imp {
         f16_high_to_f32(f16_high_halves(h)[0])
     }
 
-    /// Whether any of the f16 lanes of `a` or `b` is an infinity or a NaN.
-    #[inline(always)]
-    fn any_inf_nan(a: v128, b: v128) -> bool {
-        let magnitude = i16x8_splat(0x7FFF);
-        let largest = u16x8_max(v128_and(a, magnitude), v128_and(b, magnitude));
-        v128_any_true(u16x8_gt(largest, u16x8_splat(0x7BFF)))
-    }
-
-    /// A repacked block's `N` scale vectors of eight f16 (`d`, and `m` where
-    /// the layout has one) as f32x4 pairs, exactly. Generating a token
-    /// widens every block's scales once, so this is on its path: scales are
-    /// finite in any model that runs, and take the short widening after one
-    /// check; a block with an infinite or NaN scale takes the full one.
-    #[inline(always)]
-    pub(in crate::backend::cpu) fn block_scales<const N: usize>(
-        h: [&[half::f16; 8]; N],
-    ) -> [[v128; 2]; N] {
-        const { assert!(N == 1 || N == 2) };
-        let v = h.map(|h| load16(h));
-        let special = any_inf_nan(v[0], v[N - 1]);
-        v.map(|v| {
-            let halves = f16_high_halves(v);
-            if special {
-                halves.map(f16_high_to_f32)
-            } else {
-                halves.map(finite_f16_high_to_f32)
-            }
-        })
-    }
-
-    /// The four scales of a 4x4 block (`load8`'s low 64 bits) as f32x4,
-    /// exactly, as `block_scales` widens them.
-    #[inline(always)]
-    pub(in crate::backend::cpu) fn block_scales4(h: &[half::f16; 4]) -> v128 {
-        let v = load8(h);
-        let high = f16_high_halves(v)[0];
-        if any_inf_nan(v, v) {
-            f16_high_to_f32(high)
-        } else {
-            finite_f16_high_to_f32(high)
-        }
-    }
-
-    /// An activation block's f16 scale widened exactly, in every lane.
+    /// An activation block's f16 scale widened exactly, in every lane, with
+    /// no branch.
     #[inline(always)]
     pub(in crate::backend::cpu) fn f16_splat(h: half::f16) -> v128 {
         f16_high_to_f32(i32x4_splat(i32::from(h.to_bits()) << 16))
     }
 
-    /// An activation block's two f16 (Q8_1's `d` and `s`) widened exactly,
-    /// each in every lane: both from one 32-bit splat, `s` read from the
-    /// high halves as it is and `d` shifted there.
+    /// Whether an f16 is an infinity or a NaN (exponent 31).
     #[inline(always)]
-    pub(in crate::backend::cpu) fn f16_pair_splats(d: half::f16, s: half::f16) -> [v128; 2] {
-        let both = i32x4_splat((u32::from(d.to_bits()) | u32::from(s.to_bits()) << 16) as i32);
-        [f16_high_to_f32(i32x4_shl(both, 16)), f16_high_to_f32(both)]
+    fn is_inf_nan(h: half::f16) -> bool {
+        h.to_bits() & 0x7C00 == 0x7C00
+    }
+
+    /// The f16 scales of the group tiles to f32, exactly: each block's
+    /// weight scales and each activation block's, once per (group, block),
+    /// so on the path of every generated token. Scales are finite in any
+    /// model that runs and take the short widening after one check; a block
+    /// with an infinite or NaN scale takes the full one. The constants are
+    /// fields, `opaque` in the tiles' loops.
+    #[derive(Clone, Copy)]
+    pub(in crate::backend::cpu) struct ScaleWidening {
+        /// An f16's magnitude bits, and the largest finite magnitude.
+        magnitude: v128,
+        largest_finite: v128,
+        /// `finite`'s mask and factor.
+        mask: v128,
+        two_112: v128,
+    }
+
+    impl ScaleWidening {
+        /// The constants as `v128.const`s: outside loops, and in the
+        /// relaxed Q4_0 tile, whose generated tokens ran 6-8% slower in
+        /// Chromium with them `opaque` (V8 spilled them and reloaded all
+        /// at the top of every block).
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn plain() -> Self {
+            Self {
+                magnitude: i16x8_splat(0x7FFF),
+                largest_finite: u16x8_splat(0x7BFF),
+                mask: u32x4_splat(0x8FFF_E000),
+                two_112: f32x4_splat(TWO_112),
+            }
+        }
+
+        /// For a kernel's loop: the constants made once.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn opaque() -> Self {
+            let p = Self::plain();
+            Self {
+                magnitude: opaque(p.magnitude),
+                largest_finite: opaque(p.largest_finite),
+                mask: opaque(p.mask),
+                two_112: opaque(p.two_112),
+            }
+        }
+
+        /// The f16 in the high half of each 32-bit lane to f32x4 (the low
+        /// halves are ignored), exactly for finite values. An arithmetic shift
+        /// right by 3 puts the sign at bit 31 and the exponent and mantissa at
+        /// bits 13..28, where (with the sign's copies in bits 28..31 cleared)
+        /// an f32 reads them as 2^-112 times the f16, normal or subnormal (wasm
+        /// keeps f32 subnormals); one exact multiply by 2^112 finishes. An
+        /// infinity or NaN (exponent 31) comes out as a finite value of 2^16 or
+        /// more: `f16_high_to_f32` handles those, or the caller checks first.
+        #[inline(always)]
+        fn finite(&self, x: v128) -> v128 {
+            f32x4_mul(v128_and(i32x4_shr(x, 3), self.mask), self.two_112)
+        }
+
+        /// Whether any of the f16 lanes of `a` or `b` is an infinity or a NaN.
+        #[inline(always)]
+        fn any_inf_nan(&self, a: v128, b: v128) -> bool {
+            let m = self.magnitude;
+            let largest = u16x8_max(v128_and(a, m), v128_and(b, m));
+            v128_any_true(u16x8_gt(largest, self.largest_finite))
+        }
+
+        /// A repacked block's `N` scale vectors of eight f16 (`d`, and `m`
+        /// where the layout has one) as f32x4 pairs.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn block_scales<const N: usize>(
+            &self,
+            h: [&[half::f16; 8]; N],
+        ) -> [[v128; 2]; N] {
+            const { assert!(N == 1 || N == 2) };
+            let v = h.map(|h| load16(h));
+            let special = self.any_inf_nan(v[0], v[N - 1]);
+            v.map(|v| {
+                let halves = f16_high_halves(v);
+                if special {
+                    halves.map(f16_high_to_f32)
+                } else {
+                    halves.map(|x| self.finite(x))
+                }
+            })
+        }
+
+        /// The four scales of a 4x4 block (`load8`'s low 64 bits) as f32x4.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn block_scales4(&self, h: &[half::f16; 4]) -> v128 {
+            let v = load8(h);
+            let high = f16_high_halves(v)[0];
+            if self.any_inf_nan(v, v) {
+                f16_high_to_f32(high)
+            } else {
+                self.finite(high)
+            }
+        }
+
+        /// An activation block's scale in every lane.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn splat(&self, h: half::f16) -> v128 {
+            let high = i32x4_splat(i32::from(h.to_bits()) << 16);
+            if is_inf_nan(h) {
+                f16_high_to_f32(high)
+            } else {
+                self.finite(high)
+            }
+        }
+
+        /// An activation block's two f16 (Q8_1's `d` and `s`), each in
+        /// every lane: both from one 32-bit splat, `s` read from the high
+        /// halves as it is and `d` shifted there.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn pair_splats(&self, d: half::f16, s: half::f16) -> [v128; 2] {
+            let both = i32x4_splat((u32::from(d.to_bits()) | u32::from(s.to_bits()) << 16) as i32);
+            let highs = [i32x4_shl(both, 16), both];
+            if is_inf_nan(d) || is_inf_nan(s) {
+                highs.map(f16_high_to_f32)
+            } else {
+                highs.map(|x| self.finite(x))
+            }
+        }
     }
 
     /// One query against cached f16 K rows, each score with the operations
@@ -1341,7 +1442,7 @@ mod imp {
             let grid = load16(&IQ4_LEVELS[..]);
             let v = load16(&q[..]);
             let lo = i8x16_swizzle(grid, v128_and(v, u8x16_splat(0x0F)));
-            let hi = i8x16_swizzle(grid, u8x16_shr(v, 4));
+            let hi = i8x16_swizzle(grid, shr_bytes(v, 4));
             hsum_i32(i32x4_add(
                 dot16(lo, load16(&a[..])),
                 dot16(hi, load16(&a[16..])),
@@ -1357,8 +1458,8 @@ mod imp {
                 dot16(v128_and(q1, m), load16(&a[16..])),
             );
             let hi = i32x4_add(
-                dot16(u8x16_shr(q0, 4), load16(&b[..])),
-                dot16(u8x16_shr(q1, 4), load16(&b[16..])),
+                dot16(shr_bytes(q0, 4), load16(&b[..])),
+                dot16(shr_bytes(q1, 4), load16(&b[16..])),
             );
             (hsum_i32(lo), hsum_i32(hi))
         }
@@ -1387,12 +1488,13 @@ mod imp {
             let half = |off: usize| {
                 let l = load16(&ql[off..]);
                 let nib = if high {
-                    u8x16_shr(l, 4)
+                    shr_bytes(l, 4)
                 } else {
                     v128_and(l, u8x16_splat(0x0F))
                 };
-                let hb = v128_and(u8x16_shr(load16(&qh[off..]), shift), u8x16_splat(3));
-                let q = i8x16_sub(v128_or(nib, i8x16_shl(hb, 4)), i8x16_splat(32));
+                let hb = shr_bytes_and(load16(&qh[off..]), shift, 3);
+                // hb < 4, so a 16-bit shift keeps every bit in its byte.
+                let q = i8x16_sub(v128_or(nib, u16x8_shl(hb, 4)), i8x16_splat(32));
                 hsum_i32(dot16(q, load16(&a[off..])))
             };
             (half(0), half(16))
@@ -1401,7 +1503,7 @@ mod imp {
         #[inline(always)]
         unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
             let half = |off: usize| {
-                let v = v128_and(u8x16_shr(load16(&q[off..]), shift), u8x16_splat(3));
+                let v = shr_bytes_and(load16(&q[off..]), shift, 3);
                 hsum_i32(dot16(v, load16(&a[off..])))
             };
             (half(0), half(16))
@@ -1457,8 +1559,8 @@ pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
-    block_scales4, f16_splat, hsum_i32, load16, nibbles, q4_1_rows4, q4_1_x8_tile, store16,
-    unrolled, word_x4, Q4_1GroupSums, Simd128Dots,
+    f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, shr_bytes,
+    shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, ScaleWidening, Simd128Dots,
 };
 
 /// Without simd128 in the module the variant is never supported, so this
