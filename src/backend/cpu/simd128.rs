@@ -733,7 +733,12 @@ mod imp {
             let [d] = widen.block_scales([&b.d]);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
-                let a = widened_activations(&y.qs);
+                // Opaque: with both operands of a dot visibly sign-extended
+                // bytes, LLVM rewrites it as i16x8.extmul and
+                // i32x4.extadd_pairwise, which V8 makes about five
+                // instructions, the activation widened again each time,
+                // against two for the dot.
+                let a = widened_activations(&y.qs).map(opaque);
                 let mut rows = [i32x4_splat(0); 8];
                 // Load I holds values 8k.. (k = I / 4) of rows 2(I % 4) and
                 // 2(I % 4) + 1.
