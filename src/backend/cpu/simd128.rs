@@ -965,8 +965,8 @@ mod imp {
     /// every iteration: a load into a general register, a move and a
     /// broadcast, three instructions per constant per block in the group
     /// tiles, where it hoists nothing. An opaque value made once per call
-    /// is a local instead, kept in a register or read from the stack as an
-    /// operand. (LLVM would fold a plain one back into each use.)
+    /// is a local instead, kept in a register or reloaded from the stack
+    /// in one instruction. (LLVM would fold a plain one back into each use.)
     #[inline(always)]
     pub(in crate::backend::cpu) fn opaque(v: v128) -> v128 {
         std::hint::black_box(v)
