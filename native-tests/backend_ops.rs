@@ -270,6 +270,79 @@ fn row_products_equal_one_product_at_a_time() {
     }
 }
 
+/// `mul_mats` (a layer's Q, K and V, or gate and up, off one input) gives
+/// each product what `mul_mat` gives it, bit for bit, on every variant and
+/// thread count: weights that share their activations' preparation (one
+/// type; Q4_K with Q6_K) and weights that do not (each then runs alone),
+/// for a generated token's one row and a prompt's several; a product that
+/// does not fit is an error before anything is written.
+#[test]
+fn shared_input_products_equal_one_product_at_a_time() {
+    let cols = 256;
+    let sets: [&[(DType, usize)]; 5] = [
+        &[(DType::Q4_0, 40), (DType::Q4_0, 16), (DType::Q4_0, 16)],
+        &[(DType::Q4_1, 48), (DType::Q4_1, 48)],
+        &[(DType::Q8_0, 24), (DType::Q8_0, 8), (DType::Q8_0, 8)],
+        &[(DType::Q4_K, 32), (DType::Q6_K, 16), (DType::Q4_K, 8)],
+        &[(DType::Q8_0, 16), (DType::Q5_0, 24), (DType::F16, 8)],
+    ];
+    for (s, set) in sets.iter().enumerate() {
+        let files: Vec<_> = set
+            .iter()
+            .enumerate()
+            .map(|(j, &(dtype, rows))| {
+                weight_file(dtype, rows, cols, 400 + 10 * s as u64 + j as u64)
+            })
+            .collect();
+        for (variant, device) in devices() {
+            let ms: Vec<Matrix> = files
+                .iter()
+                .map(|f| bind(device.as_ref(), f, false))
+                .collect();
+            let ws: Vec<&Matrix> = ms.iter().collect();
+            for threads in [1, 2, 3] {
+                let Ok(mut be) = device.create_backend(threads) else {
+                    continue; // the single-thread wasm build has no pool
+                };
+                for n in [1, 3, 9] {
+                    let x = ggml_test_values(450 + n as u64, n * cols);
+                    let what = format!("set {s}, {variant}, {threads} t, {n} rows");
+                    let mut want: Vec<Vec<f32>> =
+                        set.iter().map(|&(_, rows)| vec![0.0; n * rows]).collect();
+                    for (m, out) in ms.iter().zip(&mut want) {
+                        be.mul_mat(m, &x, n, out).unwrap();
+                    }
+                    let mut got: Vec<Vec<f32>> = set
+                        .iter()
+                        .map(|&(_, rows)| vec![f32::NAN; n * rows])
+                        .collect();
+                    let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| &mut v[..]).collect();
+                    be.mul_mats(&ws, &x, n, &mut outs).unwrap();
+                    let bits = |v: &[Vec<f32>]| {
+                        v.iter()
+                            .map(|r| r.iter().map(|x| x.to_bits()).collect::<Vec<_>>())
+                            .collect::<Vec<_>>()
+                    };
+                    assert_eq!(bits(&got), bits(&want), "{what}");
+                }
+                // The last output one row short: an error naming the
+                // product, and no output written.
+                let x = ggml_test_values(460, cols);
+                let mut got: Vec<Vec<f32>> =
+                    set.iter().map(|&(_, rows)| vec![-7.0; rows]).collect();
+                got.last_mut().unwrap().pop();
+                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|v| &mut v[..]).collect();
+                let err = be.mul_mats(&ws, &x, 1, &mut outs).unwrap_err();
+                assert!(err.to_string().contains("product of 'w'"), "{err}");
+                assert!(
+                    got.iter().flatten().all(|&v| v == -7.0),
+                    "set {s}, {variant}: written before the error"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn unsupported_product_types_are_refused_when_bound() {
     let file = weight_file(DType::Q8_K, 4, 256, 7);

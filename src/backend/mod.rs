@@ -153,6 +153,29 @@ pub trait Backend: Send {
 
     /// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
     fn mul_mat(&mut self, w: &Matrix, x: &[f32], n: usize, out: &mut [f32]) -> Result<()>;
+    /// `outs[j] = ws[j] · x` for weights of the same width (a layer's Q, K
+    /// and V, or its gate and up), each as `mul_mat` gives it. A backend may
+    /// prepare `x` once for all and run them in one parallel region.
+    /// (optional) Default: `mul_mat` for each in turn.
+    fn mul_mats(
+        &mut self,
+        ws: &[&Matrix],
+        x: &[f32],
+        n: usize,
+        outs: &mut [&mut [f32]],
+    ) -> Result<()> {
+        if ws.len() != outs.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} products with {} outputs",
+                ws.len(),
+                outs.len()
+            )));
+        }
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.mul_mat(w, x, n, out)?;
+        }
+        Ok(())
+    }
     /// `count` products of one row each: product `j` multiplies `weight(j)`
     /// by row `j` of `x` (`x_width` values apart; 0: every product takes
     /// the first row) into row `j` of `out` (`out_width` apart), each as

@@ -165,6 +165,24 @@ impl Backend for CpuBackend {
         )
     }
 
+    fn mul_mats(
+        &mut self,
+        ws: &[&Matrix],
+        x: &[f32],
+        n: usize,
+        outs: &mut [&mut [f32]],
+    ) -> Result<()> {
+        matmul::mul_mats(
+            &self.kernels,
+            &self.workers,
+            &mut self.products,
+            ws,
+            x,
+            n,
+            outs,
+        )
+    }
+
     /// With several threads, one region for all the products, each on one
     /// thread: a token's experts are a few small products, and one region
     /// apiece left the threads waiting on each other more than computing.

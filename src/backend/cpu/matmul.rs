@@ -9,7 +9,7 @@
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
-use super::act_rows::{interleave_rows, ActRows, BlockQ8_0x2, BlockQ8_0x4};
+use super::act_rows::{interleave_rows, BlockQ8_0x2, BlockQ8_0x4};
 use super::interleaved::{Interleaved, PlainGroup};
 use super::kernels::{Kernels, TileF32Fn};
 use super::products::{ActType, CpuProduct, Dots};
@@ -20,7 +20,7 @@ use crate::backend::matrix::{Matrix, Repacked, Storage};
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
 use crate::tensor::blocks::*;
-use crate::tensor::quants::with_quant_type;
+use crate::tensor::quants::{with_quant_type, QuantType};
 use crate::tensor::DType;
 
 /// Activation rows converted for the weight's kernel, kept between calls.
@@ -39,9 +39,12 @@ pub(super) struct ActScratch {
     f32: Vec<f32>,
 }
 
-/// One piece of a product's rows: its outputs and row scratch.
+/// One piece of a product's rows: which product and rows, its outputs and
+/// row scratch.
 #[derive(Default)]
 pub(super) struct Piece {
+    product: usize,
+    rows: std::ops::Range<usize>,
     out: Vec<f32>,
     row_f16: Vec<f16>,
     row_f32: Vec<f32>,
@@ -57,17 +60,17 @@ fn sized<T: Clone>(v: &mut Vec<T>, len: usize, fill: T) -> &mut [T] {
 }
 
 /// The activation rows `x` (`cols` each) quantized to `A` with the variant's
-/// quantizer, in the backend's scratch.
+/// quantizer, into `q` (the backend's scratch).
 fn quantize_rows<'s, A: ActType>(
     k: &Kernels,
     workers: &Workers,
     x: &[f32],
     cols: usize,
-    s: &'s mut ActScratch,
+    q: &'s mut Vec<A>,
 ) -> &'s [A] {
     let per_row = cols / A::ELEMENTS;
     let quantize = A::quantizer(k);
-    let q = sized(A::scratch(s), x.len() / A::ELEMENTS, A::zeroed());
+    let q = sized(q, x.len() / A::ELEMENTS, A::zeroed());
     let rows = x.len() / cols.max(1);
     // A prompt's rows are quantized on the workers (each row as on one
     // thread); a generated token's one row is not worth waking them.
@@ -114,6 +117,19 @@ struct Mapped<'a> {
 }
 
 impl<'a> Mapped<'a> {
+    /// A weight read in the file's layout: from its mapping or a copy.
+    fn of(w: &'a Matrix) -> Result<Mapped<'a>> {
+        let data = w.file_layout_bytes().ok_or_else(|| {
+            Error::InvalidArgument(format!("matrix '{}' has no values", w.name()))
+        })?;
+        Ok(Mapped {
+            data,
+            rows: w.rows(),
+            cols: w.cols(),
+            row_bytes: w.dtype().bytes_for(w.cols()),
+        })
+    }
+
     fn row(&self, r: usize) -> &'a [u8] {
         &self.data[r * self.row_bytes..(r + 1) * self.row_bytes]
     }
@@ -275,10 +291,8 @@ fn f16_tiles(
     }
 }
 
-/// Splits the `rows` weight rows into pieces of whole repack groups, runs
-/// `f(rows, out, piece)` for each on the workers (`out[i * len + j]` for
-/// activation row `i` and the piece's row `j`), and gathers the pieces into
-/// `out[i * rows + r]`.
+/// `split_products` for one product of `rows` weight rows into `out`, with
+/// `f(rows, out, piece)`.
 fn split_rows<F>(
     workers: &Workers,
     pieces: &mut Vec<Piece>,
@@ -290,26 +304,71 @@ fn split_rows<F>(
 where
     F: Fn(std::ops::Range<usize>, &mut [f32], &mut Piece) -> Result<()> + Sync + Send,
 {
-    // Pieces of whole repack groups (8 rows covers every layout).
+    split_products(
+        workers,
+        pieces,
+        &|_| rows,
+        n,
+        &mut [out],
+        |_, rows, dst, piece| f(rows, dst, piece),
+    )
+}
+
+/// Splits the weight rows of every product (`rows_of(j)` rows for output
+/// `outs[j]`) into pieces of whole repack groups, runs `f(j, rows, out,
+/// piece)` for each piece in one parallel region (`out[i * len + r]` for
+/// activation row `i` and the piece's row `r`), and gathers each product's
+/// pieces into its output (`out[i * rows + r]`). Products that share their
+/// activations (a layer's Q, K and V) so cost one region instead of three:
+/// in a generated token a region's pieces are a few microseconds of work
+/// each, and an empty region measured about 3 us of synchronisation natively
+/// at two threads.
+fn split_products<F>(
+    workers: &Workers,
+    pieces: &mut Vec<Piece>,
+    rows_of: &(dyn Fn(usize) -> usize + Sync),
+    n: usize,
+    outs: &mut [&mut [f32]],
+    f: F,
+) -> Result<()>
+where
+    F: Fn(usize, std::ops::Range<usize>, &mut [f32], &mut Piece) -> Result<()> + Sync + Send,
+{
+    // Pieces of whole repack groups (8 rows covers every layout), of one
+    // length over all the products.
     let align = 8;
-    let wanted = workers.pieces(rows / align);
-    let step = (rows.div_ceil(wanted).div_ceil(align) * align).max(align);
-    let n_pieces = rows.div_ceil(step);
-    if pieces.len() < n_pieces {
-        pieces.resize_with(n_pieces, Piece::default);
+    let total: usize = (0..outs.len()).map(rows_of).sum();
+    let wanted = workers.pieces(total / align);
+    let step = (total.div_ceil(wanted).div_ceil(align) * align).max(align);
+    let n_pieces: usize = (0..outs.len()).map(|j| rows_of(j).div_ceil(step)).sum();
+    if pieces.len() < n_pieces.max(1) {
+        pieces.resize_with(n_pieces.max(1), Piece::default);
     }
-    if n_pieces == 1 {
-        return f(0..rows, out, &mut pieces[0]);
+    if n_pieces <= 1 || workers.n_threads() == 1 {
+        // Each product whole, straight into its output.
+        for (j, out) in outs.iter_mut().enumerate() {
+            let rows = rows_of(j);
+            if rows > 0 {
+                f(j, 0..rows, &mut out[..n * rows], &mut pieces[0])?;
+            }
+        }
+        return Ok(());
     }
-    for piece in pieces[..n_pieces].iter_mut() {
-        sized(&mut piece.out, n * step, 0.0);
+    let mut next = pieces.iter_mut();
+    for j in 0..outs.len() {
+        let rows = rows_of(j);
+        for start in (0..rows).step_by(step) {
+            let piece = next.next().expect("a piece for every step");
+            piece.product = j;
+            piece.rows = start..(start + step).min(rows);
+            sized(&mut piece.out, n * piece.rows.len(), 0.0);
+        }
     }
-    let piece_rows = |p: usize| p * step..((p + 1) * step).min(rows);
-    workers.for_each_mut(&mut pieces[..n_pieces], |p, piece| {
-        let range = piece_rows(p);
+    workers.for_each_mut(&mut pieces[..n_pieces], |_, piece| {
         let mut dst = std::mem::take(&mut piece.out);
-        let len = range.len();
-        piece.result = f(range, &mut dst[..n * len], piece).err();
+        let rows = piece.rows.clone();
+        let len = rows.len();
+        piece.result = f(piece.product, rows, &mut dst[..n * len], piece).err();
         piece.out = dst;
     });
     for piece in pieces[..n_pieces].iter_mut() {
@@ -317,10 +376,20 @@ where
             return Err(e);
         }
     }
-    // Each output row gathers its columns from every piece; a prompt's rows
-    // are gathered on the workers (a serial copy of the whole product took
-    // a few percent of a 2-thread encode).
-    let pieces = &pieces[..n_pieces];
+    let mut first = 0;
+    for (j, out) in outs.iter_mut().enumerate() {
+        let (rows, count) = (rows_of(j), rows_of(j).div_ceil(step));
+        gather(workers, &pieces[first..first + count], n, rows, out);
+        first += count;
+    }
+    Ok(())
+}
+
+/// Each of the `n` output rows (`rows` values) gathers its columns from
+/// every piece of its product; a prompt's rows are gathered on the workers
+/// (a serial copy of the whole product took a few percent of a 2-thread
+/// encode).
+fn gather(workers: &Workers, pieces: &[Piece], n: usize, rows: usize, out: &mut [f32]) {
     let per_chunk = if n < 8 {
         n
     } else {
@@ -329,14 +398,12 @@ where
     workers.for_each_chunk_mut(&mut out[..n * rows], per_chunk * rows, |c, chunk| {
         for (ci, orow) in chunk.chunks_exact_mut(rows).enumerate() {
             let i = c * per_chunk + ci;
-            for (p, piece) in pieces.iter().enumerate() {
-                let range = piece_rows(p);
-                let len = range.len();
-                orow[range].copy_from_slice(&piece.out[i * len..(i + 1) * len]);
+            for piece in pieces {
+                let len = piece.rows.len();
+                orow[piece.rows.clone()].copy_from_slice(&piece.out[i * len..(i + 1) * len]);
             }
         }
     });
-    Ok(())
 }
 
 /// `x` rounded to f16 and back into `y`, value by value (on the workers for
@@ -356,30 +423,20 @@ fn round_to_f16(k: &Kernels, workers: &Workers, x: &[f32], y: &mut [f32]) {
     });
 }
 
-/// A product with a quantized weight type `W` in the file's memory: the
-/// activations quantized once to `W::Dot`, then the type's dot kernels.
-fn quant_product<W: CpuProduct>(
+/// Weight rows `rows` of a quantized type `W` in the file's memory times
+/// the activations quantized to `W::Dot`, with the type's dot kernels.
+fn quant_rows<W: CpuProduct>(
     k: &Kernels,
-    workers: &Workers,
-    s: &mut Scratch,
     w: Mapped,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
+    y: &[W::Dot],
+    rows: std::ops::Range<usize>,
+    dst: &mut [f32],
 ) -> Result<()> {
     let Dots { dot, dot4 } = W::dots(k).ok_or_else(|| unsupported(W::TYPE))?;
-    let y = quantize_rows::<W::Dot>(k, workers, x, w.cols, &mut s.acts);
-    split_rows(
-        workers,
-        &mut s.pieces,
-        w.rows,
-        n,
-        out,
-        |rows, dst, _| match dot4 {
-            Some(dot4) => rows_times4(w, rows, y, dst, dot, dot4),
-            None => rows_times(w, rows, y, dst, dot),
-        },
-    )
+    match dot4 {
+        Some(dot4) => rows_times4(w, rows, y, dst, dot, dot4),
+        None => rows_times(w, rows, y, dst, dot),
+    }
 }
 
 /// Row `r` of a BF16 weight widened to f32 (exact: a bf16 is the high half
@@ -483,77 +540,191 @@ fn float_product(
     }
 }
 
-/// A product whose kernels take the Q8_0 activation rows with each block's
-/// sum (`activation_sums`, computed once per product for every thread's
-/// piece, where `wanted`; else `sums` is empty): `product(y, sums, rows, out)` runs
-/// on the workers as in `split_rows`.
-#[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
-fn with_sums<F>(
-    k: &Kernels,
-    workers: &Workers,
-    s: &mut Scratch,
-    x: &[f32],
-    cols: usize,
-    rows: usize,
-    n: usize,
-    out: &mut [f32],
-    wanted: bool,
-    product: F,
-) -> Result<()>
-where
-    F: Fn(&[BlockQ8_0], &[i32], std::ops::Range<usize>, &mut [f32]) -> Result<()> + Sync + Send,
-{
-    let Scratch { acts, pieces } = s;
-    let mut sums = std::mem::take(&mut acts.sums);
-    let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
-    if wanted {
-        activation_sums(y, &mut sums);
-    } else {
-        sums.clear();
-    }
-    let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
-        product(y, &sums, rows, dst)
-    });
-    acts.sums = sums;
-    result
-}
-
-/// A product whose kernels take the Q8_0 activation rows also interleaved
-/// (`act_rows`, arranged once per product in the scratch `arranged` picks):
-/// `product(y, arranged, rows, out)` runs on the workers as in `split_rows`.
-#[allow(clippy::too_many_arguments)] // the product's operands, and the backend's parts
-fn interleaved<A, F>(
-    k: &Kernels,
-    workers: &Workers,
-    s: &mut Scratch,
-    arranged: fn(&mut ActScratch) -> &mut Vec<A>,
-    x: &[f32],
-    cols: usize,
-    rows: usize,
-    n: usize,
-    out: &mut [f32],
-    product: F,
-) -> Result<()>
-where
-    A: ActRows,
-    F: Fn(&[BlockQ8_0], &[A], std::ops::Range<usize>, &mut [f32]) -> Result<()> + Sync + Send,
-{
-    let Scratch { acts, pieces } = s;
-    let mut blocks = std::mem::take(arranged(acts));
-    let y = quantize_rows::<BlockQ8_0>(k, workers, x, cols, acts);
-    interleave_rows(workers, y, n, cols / QK, &mut blocks);
-    let result = split_rows(workers, pieces, rows, n, out, |rows, dst, _| {
-        product(y, &blocks, rows, dst)
-    });
-    *arranged(acts) = blocks;
-    result
-}
-
 /// The backend's product scratch, kept between calls.
 #[derive(Default)]
 pub(super) struct Scratch {
     acts: ActScratch,
     pieces: Vec<Piece>,
+}
+
+/// The quantized type of a product's activation rows.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum ActKind {
+    Q8_0,
+    Q8_1,
+    Q8K,
+}
+
+/// How a product's activation rows are prepared before its weight rows
+/// run; products with the same preparation share it (`mul_mats`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Prep {
+    /// Quantized rows.
+    Rows(ActKind),
+    /// Q8_0 rows and each block's sum (`activation_sums`), for kernels
+    /// whose integer form offsets the weights.
+    RowsAndSums,
+    /// Q8_0 rows, also interleaved in pairs or in quads (`act_rows`).
+    Pairs,
+    Quads,
+}
+
+/// Activation rows as `prepare` left them in the scratch (what a
+/// preparation does not make is empty).
+#[derive(Default, Clone, Copy)]
+pub(super) struct Prepared<'s> {
+    pub(super) q8_0: &'s [BlockQ8_0],
+    pub(super) q8_1: &'s [BlockQ8_1],
+    pub(super) q8_k: &'s [BlockQ8K],
+    sums: &'s [i32],
+    pairs: &'s [BlockQ8_0x2],
+    quads: &'s [BlockQ8_0x4],
+}
+
+/// The preparation `w`'s kernels take for `n` activation rows; `None` for
+/// float weights, whose products prepare their own (`float_product`).
+fn prep_of(k: &Kernels, w: &Matrix, n: usize) -> Option<Prep> {
+    let Storage::Repacked(repacked) = &w.storage else {
+        return with_quant_type!(w.dtype(), T => Some(Prep::Rows(<T as QuantType>::Dot::KIND)),
+            float => None);
+    };
+    Some(match repacked {
+        Repacked::Q4_0(p) => match p.act_layout(k, n) {
+            ActLayout::Pairs => Prep::Pairs,
+            ActLayout::Quads => Prep::Quads,
+            ActLayout::Rows if p.wants_sums(k) => Prep::RowsAndSums,
+            ActLayout::Rows => Prep::Rows(ActKind::Q8_0),
+        },
+        Repacked::Q8_0(_) if RepackedQ8_0::wants_pairs(k, n) => Prep::Pairs,
+        Repacked::Q8_0x8i4(_) if RepackedQ8_0x8i4::wants_quads(k, n) => Prep::Quads,
+        Repacked::Q5_0(_) => Prep::RowsAndSums,
+        Repacked::Q4K(p) => plain_prep(p),
+        Repacked::Q8_0(p) => plain_prep(p),
+        Repacked::Q8_0x8i4(p) => plain_prep(p),
+        Repacked::Q4_1(p) => plain_prep(p),
+        Repacked::Q6K(p) => plain_prep(p),
+    })
+}
+
+/// A plain eight-row layout's preparation: its activation type's rows.
+fn plain_prep<G: PlainGroup>(_: &Interleaved<G>) -> Prep
+where
+    G::Act: ActType,
+{
+    Prep::Rows(G::Act::KIND)
+}
+
+/// The activation rows `x` (`n` of `cols`) prepared as `prep` says, once for
+/// every product that shares them.
+fn prepare<'s>(
+    k: &Kernels,
+    workers: &Workers,
+    acts: &'s mut ActScratch,
+    prep: Prep,
+    x: &[f32],
+    cols: usize,
+    n: usize,
+) -> Prepared<'s> {
+    let ActScratch {
+        q8_0,
+        q8_1,
+        q8_k,
+        sums,
+        pairs,
+        quads,
+        ..
+    } = acts;
+    let mut a = Prepared::default();
+    match prep {
+        Prep::Rows(ActKind::Q8_1) => a.q8_1 = quantize_rows(k, workers, x, cols, q8_1),
+        Prep::Rows(ActKind::Q8K) => a.q8_k = quantize_rows(k, workers, x, cols, q8_k),
+        Prep::Rows(ActKind::Q8_0) => a.q8_0 = quantize_rows(k, workers, x, cols, q8_0),
+        Prep::RowsAndSums => {
+            a.q8_0 = quantize_rows(k, workers, x, cols, q8_0);
+            activation_sums(a.q8_0, sums);
+            a.sums = sums;
+        }
+        Prep::Pairs => {
+            a.q8_0 = quantize_rows(k, workers, x, cols, q8_0);
+            interleave_rows(workers, a.q8_0, n, cols / QK, pairs);
+            a.pairs = pairs;
+        }
+        Prep::Quads => {
+            a.q8_0 = quantize_rows(k, workers, x, cols, q8_0);
+            interleave_rows(workers, a.q8_0, n, cols / QK, quads);
+            a.quads = quads;
+        }
+    }
+    a
+}
+
+/// Weight rows `rows` of `w` times the prepared activation rows `a` (as
+/// `prep_of(k, w, n)` said to prepare them), into `dst` (`split_products`'s
+/// piece layout).
+fn product_piece(
+    k: &Kernels,
+    w: &Matrix,
+    a: &Prepared,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    dst: &mut [f32],
+) -> Result<()> {
+    let Storage::Repacked(repacked) = &w.storage else {
+        let mapped = Mapped::of(w)?;
+        return with_quant_type!(w.dtype(),
+            T => quant_rows::<T>(k, mapped, <T as QuantType>::Dot::prepared(a), rows, dst),
+            float => Err(unsupported(w.dtype())));
+    };
+    match repacked {
+        Repacked::Q4_0(p) => match p.act_layout(k, n) {
+            ActLayout::Pairs => p.product_rows_pairs(k, a.q8_0, a.pairs, n, rows, dst),
+            ActLayout::Quads => p.product_rows_quads(k, a.q8_0, a.quads, n, rows, dst),
+            ActLayout::Rows => p.product_rows(k, a.q8_0, a.sums, n, rows, dst),
+        },
+        Repacked::Q8_0(p) if RepackedQ8_0::wants_pairs(k, n) => {
+            p.product_rows_pairs(k, a.q8_0, a.pairs, n, rows, dst)
+        }
+        Repacked::Q8_0x8i4(p) if RepackedQ8_0x8i4::wants_quads(k, n) => {
+            p.product_rows_quads(k, a.q8_0, a.quads, n, rows, dst)
+        }
+        Repacked::Q5_0(p) => p.product_rows(k, a.q8_0, a.sums, n, rows, dst),
+        Repacked::Q4K(p) => plain_rows(k, p, a, n, rows, dst),
+        Repacked::Q8_0(p) => plain_rows(k, p, a, n, rows, dst),
+        Repacked::Q8_0x8i4(p) => plain_rows(k, p, a, n, rows, dst),
+        Repacked::Q4_1(p) => plain_rows(k, p, a, n, rows, dst),
+        Repacked::Q6K(p) => plain_rows(k, p, a, n, rows, dst),
+    }
+}
+
+/// Rows of a weight in one of the plain eight-row layouts
+/// (`interleaved::PlainGroup`) times its activation type's rows.
+fn plain_rows<G>(
+    k: &Kernels,
+    p: &Interleaved<G>,
+    a: &Prepared,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    dst: &mut [f32],
+) -> Result<()>
+where
+    G: PlainGroup,
+    G::Act: ActType,
+{
+    p.product_rows(k, G::Act::prepared(a), n, rows, dst)
+}
+
+/// An error unless `w` times `n` rows of `x` fits `out`.
+fn check_shape(w: &Matrix, x: &[f32], n: usize, out: &[f32]) -> Result<()> {
+    let (rows, cols) = (w.rows(), w.cols());
+    if x.len() != n * cols || out.len() != n * rows {
+        return Err(Error::InvalidArgument(format!(
+            "product of '{}' ({rows}x{cols}) with {} inputs and {} outputs for {n} rows",
+            w.name(),
+            x.len(),
+            out.len()
+        )));
+    }
+    Ok(())
 }
 
 /// `out[i * rows + r] = W[r] · x[i]` for `n` activation rows of `cols` values.
@@ -566,137 +737,74 @@ pub(super) fn mul_mat(
     n: usize,
     out: &mut [f32],
 ) -> Result<()> {
-    let (rows, cols) = (w.rows(), w.cols());
-    if x.len() != n * cols || out.len() != n * rows {
-        return Err(Error::InvalidArgument(format!(
-            "product of '{}' ({rows}x{cols}) with {} inputs and {} outputs for {n} rows",
-            w.name(),
-            x.len(),
-            out.len()
-        )));
-    }
-    let repacked = match &w.storage {
-        Storage::Repacked(r) => r,
-        // Read in the file's layout: from its mapping or a copy.
-        _ => {
-            let dtype = w.dtype();
-            let data = w.file_layout_bytes().ok_or_else(|| {
-                Error::InvalidArgument(format!("matrix '{}' has no values", w.name()))
-            })?;
-            let mapped = Mapped {
-                data,
-                rows,
-                cols,
-                row_bytes: dtype.bytes_for(cols),
-            };
-            return with_quant_type!(dtype, T => quant_product::<T>(k, workers, s, mapped, x, n, out),
-                float => float_product(k, workers, s, mapped, dtype, x, n, out));
-        }
-    };
-    match repacked {
-        Repacked::Q4_0(p) => match p.act_layout(k, n) {
-            ActLayout::Pairs => interleaved(
-                k,
-                workers,
-                s,
-                |a| &mut a.pairs,
-                x,
-                cols,
-                rows,
-                n,
-                out,
-                |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
-            ),
-            ActLayout::Quads => interleaved(
-                k,
-                workers,
-                s,
-                |a| &mut a.quads,
-                x,
-                cols,
-                rows,
-                n,
-                out,
-                |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
-            ),
-            ActLayout::Rows => with_sums(
-                k,
-                workers,
-                s,
-                x,
-                cols,
-                rows,
-                n,
-                out,
-                p.wants_sums(k),
-                |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
-            ),
-        },
-        Repacked::Q8_0(p) if RepackedQ8_0::wants_pairs(k, n) => interleaved(
-            k,
-            workers,
-            s,
-            |a| &mut a.pairs,
-            x,
-            cols,
-            rows,
-            n,
-            out,
-            |y, pairs, rows, dst| p.product_rows_pairs(k, y, pairs, n, rows, dst),
-        ),
-        Repacked::Q8_0x8i4(p) if RepackedQ8_0x8i4::wants_quads(k, n) => interleaved(
-            k,
-            workers,
-            s,
-            |a| &mut a.quads,
-            x,
-            cols,
-            rows,
-            n,
-            out,
-            |y, quads, rows, dst| p.product_rows_quads(k, y, quads, n, rows, dst),
-        ),
-        Repacked::Q5_0(p) => with_sums(
-            k,
-            workers,
-            s,
-            x,
-            cols,
-            rows,
-            n,
-            out,
-            true,
-            |y, sums, rows, dst| p.product_rows(k, y, sums, n, rows, dst),
-        ),
-        Repacked::Q4K(p) => plain_group(k, workers, s, p, x, n, out),
-        Repacked::Q8_0(p) => plain_group(k, workers, s, p, x, n, out),
-        Repacked::Q8_0x8i4(p) => plain_group(k, workers, s, p, x, n, out),
-        Repacked::Q4_1(p) => plain_group(k, workers, s, p, x, n, out),
-        Repacked::Q6K(p) => plain_group(k, workers, s, p, x, n, out),
-    }
+    mul_mats(k, workers, s, &[w], x, n, &mut [out])
 }
 
-/// A product with a weight in one of the plain eight-row layouts
-/// (`interleaved::PlainGroup`): the activations quantized once into the
-/// layout's activation type, then the weight's rows split over the workers
-/// (in whole groups, `split_rows`).
-fn plain_group<G>(
+/// `outs[j] = ws[j] · x` for several weights of the same width, each as
+/// `mul_mat` computes it: where every weight's kernels take the same
+/// preparation of the activations (a layer's Q, K and V of one type), the
+/// rows are prepared once and all the products' pieces run in one parallel
+/// region; else each product runs on its own.
+pub(super) fn mul_mats(
     k: &Kernels,
     workers: &Workers,
     s: &mut Scratch,
-    p: &Interleaved<G>,
+    ws: &[&Matrix],
+    x: &[f32],
+    n: usize,
+    outs: &mut [&mut [f32]],
+) -> Result<()> {
+    if ws.len() != outs.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} products with {} outputs",
+            ws.len(),
+            outs.len()
+        )));
+    }
+    for (w, out) in ws.iter().zip(outs.iter()) {
+        check_shape(w, x, n, out)?;
+    }
+    let Some(first) = ws.first() else {
+        return Ok(());
+    };
+    let prep = prep_of(k, first, n);
+    let shared = prep.filter(|&p| ws.iter().all(|w| prep_of(k, w, n) == Some(p)));
+    let Some(prep) = shared else {
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            single_product(k, workers, s, w, x, n, out)?;
+        }
+        return Ok(());
+    };
+    let Scratch { acts, pieces } = s;
+    let a = prepare(k, workers, acts, prep, x, first.cols(), n);
+    split_products(
+        workers,
+        pieces,
+        &|j| ws[j].rows(),
+        n,
+        outs,
+        |j, rows, dst, _| product_piece(k, ws[j], &a, n, rows, dst),
+    )
+}
+
+/// One product, with a float weight's own preparation where it has one.
+fn single_product(
+    k: &Kernels,
+    workers: &Workers,
+    s: &mut Scratch,
+    w: &Matrix,
     x: &[f32],
     n: usize,
     out: &mut [f32],
-) -> Result<()>
-where
-    G: PlainGroup,
-    G::Act: ActType,
-{
-    let y = quantize_rows::<G::Act>(k, workers, x, p.cols(), &mut s.acts);
-    split_rows(workers, &mut s.pieces, p.rows(), n, out, |rows, dst, _| {
-        p.product_rows(k, y, n, rows, dst)
-    })
+) -> Result<()> {
+    if let Some(prep) = prep_of(k, w, n) {
+        let Scratch { acts, pieces } = s;
+        let a = prepare(k, workers, acts, prep, x, w.cols(), n);
+        return split_rows(workers, pieces, w.rows(), n, out, |rows, dst, _| {
+            product_piece(k, w, &a, n, rows, dst)
+        });
+    }
+    float_product(k, workers, s, Mapped::of(w)?, w.dtype(), x, n, out)
 }
 
 /// Rows `ids` of a table as f32 (embedding look-up).

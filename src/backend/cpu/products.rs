@@ -4,7 +4,7 @@
 //! once over `CpuProduct` and never names a type.
 
 use super::kernels::{Kernels, QuantizeFn, VecDot4Fn, VecDotFn};
-use super::matmul::ActScratch;
+use super::matmul::{ActKind, Prepared};
 use crate::tensor::blocks::*;
 use crate::tensor::quants::QuantType;
 
@@ -24,36 +24,42 @@ impl<W: QuantType> Dots<W> {
 }
 
 /// A block type activations are quantized to: the variant's quantizer and
-/// the backend's scratch rows for it.
+/// where prepared activations hold its rows.
 pub(super) trait ActType: Block {
+    /// Which type it is, to compare products' preparations.
+    const KIND: ActKind;
     fn quantizer(k: &Kernels) -> QuantizeFn<Self>;
-    fn scratch(s: &mut ActScratch) -> &mut Vec<Self>;
+    /// The rows of this type in prepared activations.
+    fn prepared<'s>(a: &Prepared<'s>) -> &'s [Self];
 }
 
 impl ActType for BlockQ8_0 {
+    const KIND: ActKind = ActKind::Q8_0;
     fn quantizer(k: &Kernels) -> QuantizeFn<Self> {
         k.quantize_q8_0
     }
-    fn scratch(s: &mut ActScratch) -> &mut Vec<Self> {
-        &mut s.q8_0
+    fn prepared<'s>(a: &Prepared<'s>) -> &'s [Self] {
+        a.q8_0
     }
 }
 
 impl ActType for BlockQ8_1 {
+    const KIND: ActKind = ActKind::Q8_1;
     fn quantizer(k: &Kernels) -> QuantizeFn<Self> {
         k.quantize_q8_1
     }
-    fn scratch(s: &mut ActScratch) -> &mut Vec<Self> {
-        &mut s.q8_1
+    fn prepared<'s>(a: &Prepared<'s>) -> &'s [Self] {
+        a.q8_1
     }
 }
 
 impl ActType for BlockQ8K {
+    const KIND: ActKind = ActKind::Q8K;
     fn quantizer(k: &Kernels) -> QuantizeFn<Self> {
         k.quantize_q8_k
     }
-    fn scratch(s: &mut ActScratch) -> &mut Vec<Self> {
-        &mut s.q8_k
+    fn prepared<'s>(a: &Prepared<'s>) -> &'s [Self] {
+        a.q8_k
     }
 }
 

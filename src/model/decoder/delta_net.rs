@@ -193,11 +193,13 @@ impl DeltaNet {
         let beta = &mut s.beta[..n * hv];
         let core = &mut s.core[..n * vw];
         let normed = &mut s.normed[..n * vw];
-        be.mul_mat(&self.qkv, xn, n, mixed)?;
-        be.mul_mat(&self.gate, xn, n, gate)?;
-        be.mul_mat(&self.beta, xn, n, beta)?;
+        be.mul_mats(
+            &[&self.qkv, &self.gate, &self.beta, &self.alpha],
+            xn,
+            n,
+            &mut [&mut *mixed, &mut *gate, &mut *beta, &mut *g],
+        )?;
         be.sigmoid(beta)?;
-        be.mul_mat(&self.alpha, xn, n, g)?;
         be.add_bias(g, &self.dt_bias)?;
         g.iter_mut().for_each(|v| *v = softplus(*v));
         for row in g.chunks_exact_mut(hv) {

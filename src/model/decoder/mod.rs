@@ -437,7 +437,7 @@ impl Architecture for Decoder {
                         Qkv::Separate([wq, wk, wv]) if a.gated => {
                             // Each head's queries, then its gates.
                             let all = &mut fused[..n * 2 * qw];
-                            be.mul_mat(wq, xn, n, all)?;
+                            be.mul_mats(&[wq, wk, wv], xn, n, &mut [&mut *all, k, v])?;
                             let gates = &mut s.q_gate[..n * qw];
                             for ((pair, qh), gh) in all
                                 .chunks_exact(2 * hd)
@@ -447,17 +447,12 @@ impl Architecture for Decoder {
                                 qh.copy_from_slice(&pair[..hd]);
                                 gh.copy_from_slice(&pair[hd..]);
                             }
-                            be.mul_mat(wk, xn, n, k)?;
-                            be.mul_mat(wv, xn, n, v)?;
                         }
                         Qkv::Separate([wq, wk, wv]) => {
-                            be.mul_mat(wq, xn, n, q)?;
-                            be.mul_mat(wk, xn, n, k)?;
-                            be.mul_mat(wv, xn, n, v)?;
+                            be.mul_mats(&[wq, wk, wv], xn, n, &mut [q, k, v])?;
                         }
                         Qkv::KeysAsValues([wq, wk]) => {
-                            be.mul_mat(wq, xn, n, q)?;
-                            be.mul_mat(wk, xn, n, k)?;
+                            be.mul_mats(&[wq, wk], xn, n, &mut [q, k])?;
                             v.copy_from_slice(k);
                         }
                         Qkv::QueryOnly(wq) => be.mul_mat(wq, xn, n, q)?,
@@ -545,8 +540,7 @@ impl Architecture for Decoder {
                     let up = &mut s.up[..n * ff];
                     match gate_up {
                         GateUp::Separate(wg, wu) => {
-                            be.mul_mat(wg, xn, n, gate)?;
-                            be.mul_mat(wu, xn, n, up)?;
+                            be.mul_mats(&[wg, wu], xn, n, &mut [gate, up])?;
                             r.activation.apply(be, gate, up)?;
                         }
                         GateUp::Fused(w) => {

@@ -123,8 +123,12 @@ impl Expert {
         up: &mut [f32],
         down: &mut [f32],
     ) -> Result<()> {
-        be.mul_mat(&self.up, rows, m, up)?;
-        be.mul_mat(&self.gate, rows, m, gate)?;
+        be.mul_mats(
+            &[&self.up, &self.gate],
+            rows,
+            m,
+            &mut [&mut *up, &mut *gate],
+        )?;
         be.silu_mul(gate, up)?;
         be.mul_mat(&self.down, gate, m, down)
     }
