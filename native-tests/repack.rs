@@ -1153,10 +1153,12 @@ mod edge_scales {
     //! infinities, NaN) through every group kernel. wasm's kernels widen a
     //! block's scales with a short sequence that is exact for finite values
     //! after checking the block for infinities and NaNs, which take the
-    //! full widening (`simd128::block_scales`); activation scales always
-    //! take the full one. Results with finite scales must match the twins
-    //! as the random tests' do; a row with an infinite or NaN scale must be
-    //! infinite (same sign) or NaN where the twin's is.
+    //! full widening (`simd128::block_scales`); an activation block's
+    //! scales are checked in scalar code and take the short widening when
+    //! finite (`ScaleWidening::splat`, `pair_splats`). Results with finite
+    //! scales must match the twins as the random tests' do; a row with an
+    //! infinite or NaN scale, weight's or activation's, must be infinite
+    //! (same sign) or NaN where the twin's is.
 
     use super::{assert_matches_twin, q4_0, q8_0, supported_kernels, LAYOUTS};
     use crate::common::ggml_test_values;
@@ -1333,6 +1335,121 @@ mod edge_scales {
                     )
                     .1
                 });
+            }
+        }
+    }
+
+    /// An infinite or NaN scale in activation row `i`'s block `b` (of `n`
+    /// rows): the one row of a generated token, or three of a tile's four.
+    fn activation_special(n: usize, i: usize, b: usize) -> Option<f16> {
+        let special = match (n, i, b) {
+            (1, 0, 2) | (4, 1, 2) => SPECIAL[0],
+            (4, 2, 0) => SPECIAL[2],
+            (4, 3, 3) => SPECIAL[1],
+            _ => return None,
+        };
+        Some(f16::from_bits(special))
+    }
+
+    /// Activation rows with an infinite or NaN scale (`d`, or Q8_1's `s` in
+    /// one of them) through every group kernel, the weights' scales finite:
+    /// the row's outputs are infinite or NaN as the twin's, the other rows'
+    /// as the random tests' are.
+    #[test]
+    fn special_activation_scales() {
+        let scalar = Kernels::scalar();
+        let mut twin = Kernels::scalar();
+        twin.gemm_q4_1_x8 = Some(repack_q4_1::gemm_q4_1_x8);
+        twin.gemm_q8_0_x8 = Some(repack_q8_0::gemm_q8_0_x8);
+        let w4_0 = q4_0(&ggml_test_values(31, ROWS * COLS));
+        let w8_0 = q8_0(&ggml_test_values(32, ROWS * COLS));
+        let mut w4_1 = vec![BlockQ4_1::zeroed(); ROWS * PER_ROW];
+        lamina::tensor::quants::q4_1::quantize(&ggml_test_values(33, ROWS * COLS), &mut w4_1);
+        let packed4_1 = RepackedQ4_1::new(&w4_1, ROWS, COLS).unwrap();
+        let packed8_0 = RepackedQ8_0::new(&w8_0, ROWS, COLS).unwrap();
+        for n in [1, 4] {
+            let special_act =
+                |i: usize| (0..PER_ROW).any(|b| activation_special(n, i, b).is_some());
+            let mut x8_0 = q8_0(&ggml_test_values(34, n * COLS));
+            let mut x8_1 = vec![BlockQ8_1::zeroed(); n * PER_ROW];
+            lamina::tensor::quants::q8_1::quantize(&ggml_test_values(34, n * COLS), &mut x8_1);
+            for (j, (b0, b1)) in x8_0.iter_mut().zip(&mut x8_1).enumerate() {
+                let (i, b) = (j / PER_ROW, j % PER_ROW);
+                if let Some(v) = activation_special(n, i, b) {
+                    b0.d = v;
+                    // Q8_1's sum scale in the last row, its `d` elsewhere.
+                    if i == 3 {
+                        b1.s = v
+                    } else {
+                        b1.d = v
+                    }
+                }
+            }
+            let mut sums = Vec::new();
+            lamina::backend::cpu::repack_q5_0::activation_sums(&x8_0, &mut sums);
+            let (mut want4_1, mut want8_0) = (vec![0.0; n * ROWS], vec![0.0; n * ROWS]);
+            packed4_1
+                .product_rows(&twin, &x8_1, n, 0..ROWS, &mut want4_1)
+                .unwrap();
+            packed8_0
+                .product_rows(&twin, &x8_0, n, 0..ROWS, &mut want8_0)
+                .unwrap();
+            for k in supported_kernels() {
+                let each = |out: &[f32],
+                            want: &[f32],
+                            kind: &str,
+                            magnitude: &dyn Fn(usize, usize) -> f64| {
+                    for i in 0..n {
+                        for r in 0..ROWS {
+                            let what = format!("{kind} {} n={n} act {i} row {r}", k.variant);
+                            let at = i * ROWS + r;
+                            check(out[at], want[at], special_act(i), magnitude(r, i), &what);
+                        }
+                    }
+                };
+                for layout in LAYOUTS {
+                    let packed = RepackedQ4_0::new(&w4_0, ROWS, COLS, layout).unwrap();
+                    let mut out = vec![0.0; n * ROWS];
+                    packed
+                        .product_rows(&k, &x8_0, &sums, n, 0..ROWS, &mut out)
+                        .unwrap();
+                    // Every Q4_0 layout equals the scalar vec_dot, bit for bit.
+                    let want: Vec<f32> = (0..n * ROWS)
+                        .map(|at| {
+                            let (i, r) = (at / ROWS, at % ROWS);
+                            (scalar.vec_dot_q4_0_q8_0)(
+                                &w4_0[r * PER_ROW..][..PER_ROW],
+                                &x8_0[i * PER_ROW..][..PER_ROW],
+                            )
+                        })
+                        .collect();
+                    each(&out, &want, layout.name(), &|_, _| 0.0);
+                }
+                if k.gemm_q4_1_x8.is_some() {
+                    let mut out = vec![0.0; n * ROWS];
+                    packed4_1
+                        .product_rows(&k, &x8_1, n, 0..ROWS, &mut out)
+                        .unwrap();
+                    each(&out, &want4_1, "q4_1", &|r, i| {
+                        super::q4_1_groups::definition(
+                            &w4_1[r * PER_ROW..][..PER_ROW],
+                            &x8_1[i * PER_ROW..][..PER_ROW],
+                        )
+                        .1
+                    });
+                }
+                if k.gemm_q8_0_x8.is_some() {
+                    let mut out = vec![0.0; n * ROWS];
+                    packed8_0
+                        .product_rows(&k, &x8_0, n, 0..ROWS, &mut out)
+                        .unwrap();
+                    each(&out, &want8_0, "q8_0", &|r, i| {
+                        super::q8_0_groups::q8_0_magnitude(
+                            &w8_0[r * PER_ROW..][..PER_ROW],
+                            &x8_0[i * PER_ROW..][..PER_ROW],
+                        )
+                    });
+                }
             }
         }
     }
