@@ -164,13 +164,7 @@ pub trait Backend: Send {
         n: usize,
         outs: &mut [&mut [f32]],
     ) -> Result<()> {
-        if ws.len() != outs.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{} products with {} outputs",
-                ws.len(),
-                outs.len()
-            )));
-        }
+        same_count(ws, outs)?;
         for (w, out) in ws.iter().zip(outs.iter_mut()) {
             self.mul_mat(w, x, n, out)?;
         }
@@ -252,6 +246,18 @@ pub trait Backend: Send {
     fn get_row(&mut self, src: CacheRows, row: usize, out: &mut [f32]) -> Result<()>;
     /// `softmax(scale · q·Kᵀ + mask) · V` for every query token and head.
     fn attention(&mut self, args: &AttentionArgs, out: &mut [f32]) -> Result<()>;
+}
+
+/// An error unless a `mul_mats` call has one output per weight.
+pub(crate) fn same_count(ws: &[&Matrix], outs: &[&mut [f32]]) -> Result<()> {
+    if ws.len() == outs.len() {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "{} products with {} outputs",
+        ws.len(),
+        outs.len()
+    )))
 }
 
 /// Product `j`'s input and output rows in a `mul_mat_rows` call, or an

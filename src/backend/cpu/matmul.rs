@@ -17,6 +17,7 @@ use super::repack::ActLayout;
 use super::repack_q5_0::activation_sums;
 use super::repack_q8_0::{RepackedQ8_0, RepackedQ8_0x8i4};
 use crate::backend::matrix::{Matrix, Repacked, Storage};
+use crate::backend::same_count;
 use crate::error::{Error, Result};
 use crate::parallel::Workers;
 use crate::tensor::blocks::*;
@@ -754,13 +755,7 @@ pub(super) fn mul_mats(
     n: usize,
     outs: &mut [&mut [f32]],
 ) -> Result<()> {
-    if ws.len() != outs.len() {
-        return Err(Error::InvalidArgument(format!(
-            "{} products with {} outputs",
-            ws.len(),
-            outs.len()
-        )));
-    }
+    same_count(ws, outs)?;
     for (w, out) in ws.iter().zip(outs.iter()) {
         check_shape(w, x, n, out)?;
     }
@@ -770,8 +765,12 @@ pub(super) fn mul_mats(
     let prep = prep_of(k, first, n);
     let shared = prep.filter(|&p| ws.iter().all(|w| prep_of(k, w, n) == Some(p)));
     let Some(prep) = shared else {
+        if let [w] = ws {
+            // One float weight: its product prepares its own activations.
+            return float_product(k, workers, s, Mapped::of(w)?, w.dtype(), x, n, &mut outs[0]);
+        }
         for (w, out) in ws.iter().zip(outs.iter_mut()) {
-            single_product(k, workers, s, w, x, n, out)?;
+            mul_mats(k, workers, s, &[w], x, n, &mut [&mut **out])?;
         }
         return Ok(());
     };
@@ -785,26 +784,6 @@ pub(super) fn mul_mats(
         outs,
         |j, rows, dst, _| product_piece(k, ws[j], &a, n, rows, dst),
     )
-}
-
-/// One product, with a float weight's own preparation where it has one.
-fn single_product(
-    k: &Kernels,
-    workers: &Workers,
-    s: &mut Scratch,
-    w: &Matrix,
-    x: &[f32],
-    n: usize,
-    out: &mut [f32],
-) -> Result<()> {
-    if let Some(prep) = prep_of(k, w, n) {
-        let Scratch { acts, pieces } = s;
-        let a = prepare(k, workers, acts, prep, x, w.cols(), n);
-        return split_rows(workers, pieces, w.rows(), n, out, |rows, dst, _| {
-            product_piece(k, w, &a, n, rows, dst)
-        });
-    }
-    float_product(k, workers, s, Mapped::of(w)?, w.dtype(), x, n, out)
 }
 
 /// Rows `ids` of a table as f32 (embedding look-up).
