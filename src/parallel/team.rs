@@ -4,35 +4,40 @@
 //! work, and waking one (a futex natively, `Atomics.wait` in a browser,
 //! where 2 threads generated no faster than 1) costs as much as a small
 //! region's work. Like ggml's threads, a team's helpers spin for the whole
-//! forward pass: a region is published by bumping an epoch counter, every
-//! member takes indices from a shared counter, and the caller spins until
-//! all helpers have finished.
+//! forward pass.
+//!
+//! A region is one atomic word: its number of indices and how many have
+//! been taken. Every member takes indices with one `fetch_add` on it, and
+//! the lead waits only until every index it or a helper took has finished,
+//! never for a helper to show up: a helper the OS has descheduled (in a
+//! browser, Chromium's own threads share the cores) misses the region
+//! instead of holding up the lead until it runs again.
 
-use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// A region's work: called once per index.
 type Job<'a> = &'a (dyn Fn(usize) + Sync);
 
 pub struct Team {
     helpers: usize,
-    /// Helpers spinning in `help` (all must have arrived before a region).
-    joined: AtomicUsize,
-    /// Bumped to publish a region.
-    epoch: AtomicUsize,
-    /// The current region's work; written only while no helper reads it.
-    job: UnsafeCell<Option<Job<'static>>>,
-    n: AtomicUsize,
-    next: AtomicUsize,
-    /// Helpers still in the current region.
-    active: AtomicUsize,
+    /// The current region: its number of indices in the high 32 bits, the
+    /// count taken so far in the low 32 (which runs past the number by at
+    /// most one per member: each member's last take finds none left).
+    region: AtomicU64,
+    /// Points to the current region's job (a reference on the lead's
+    /// stack); read only by a member holding one of its indices, which
+    /// keeps the region, and so the reference, alive.
+    job: AtomicPtr<Job<'static>>,
+    /// Indices of the current region finished (each member adds its count
+    /// when it finds none left); on a cache line of its own, which the lead
+    /// polls while the others take indices from `region`.
+    done: CacheLine<AtomicUsize>,
     stop: AtomicBool,
 }
 
-// SAFETY: `job` is written by the caller of `run` only between regions (no
-// helper reads it then: every helper has left the previous region and none
-// enters the next before the epoch is bumped with Release ordering).
-unsafe impl Sync for Team {}
+#[repr(align(64))]
+struct CacheLine<T>(T);
 
 thread_local! {
     /// Whether this thread is inside a region (a nested region runs inline).
@@ -44,17 +49,26 @@ pub fn in_region() -> bool {
     IN_REGION.with(|r| r.get())
 }
 
+/// The most indices a region has: its count of taken indices runs past the
+/// number by one per member without reaching the high half of the word.
+const MAX_INDICES: usize = 1 << 31;
+
+fn indices_in(region: u64) -> u64 {
+    region >> 32
+}
+
+fn taken_in(region: u64) -> u64 {
+    region & u64::from(u32::MAX)
+}
+
 impl Team {
     /// A team for the caller plus `helpers` threads that will call `help`.
     pub fn new(helpers: usize) -> Team {
         Team {
             helpers,
-            joined: AtomicUsize::new(0),
-            epoch: AtomicUsize::new(0),
-            job: UnsafeCell::new(None),
-            n: AtomicUsize::new(0),
-            next: AtomicUsize::new(0),
-            active: AtomicUsize::new(0),
+            region: AtomicU64::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            done: CacheLine(AtomicUsize::new(0)),
             stop: AtomicBool::new(false),
         }
     }
@@ -63,77 +77,75 @@ impl Team {
         self.helpers
     }
 
-    /// A helper thread's body: runs every region until `finish`.
+    /// A helper thread's body: helps with every region it finds open until
+    /// `finish`. (A helper that starts late joins whatever region is open.)
     pub fn help(&self) {
-        // No region is published before every helper has joined, so epoch 0
-        // is the one this helper has seen.
-        let mut seen = 0;
         let mut spins = 0;
-        self.joined.fetch_add(1, Ordering::AcqRel);
         loop {
-            let epoch = loop {
-                let epoch = self.epoch.load(Ordering::Acquire);
-                if epoch != seen {
-                    break epoch;
-                }
-                if self.stop.load(Ordering::Acquire) {
-                    return;
-                }
-                spins = relax(spins);
-            };
-            spins = 0;
-            seen = epoch;
-            // SAFETY: published before the epoch was bumped (Acquire above),
-            // and kept until this helper leaves the region (`active`).
-            let job = unsafe { (*self.job.get()).expect("a published region has a job") };
-            self.work(job);
-            self.active.fetch_sub(1, Ordering::Release);
+            let region = self.region.load(Ordering::Relaxed);
+            if taken_in(region) < indices_in(region) {
+                spins = 0;
+                self.work();
+                continue;
+            }
+            if self.stop.load(Ordering::Acquire) {
+                return;
+            }
+            spins = relax(spins);
         }
     }
 
-    /// Takes indices until none are left.
-    fn work(&self, job: Job<'_>) {
+    /// Takes indices of the open region until none are left, then counts
+    /// those it ran as finished. (A member's takes all fall in one region:
+    /// the next is not published before this one's indices are all counted
+    /// finished, this member's among them.)
+    fn work(&self) {
+        // Counts also the index whose job panics, so the lead is not left
+        // waiting for it.
+        let mut finished = Finished {
+            done: &self.done.0,
+            count: 0,
+        };
         IN_REGION.with(|r| r.set(true));
-        let n = self.n.load(Ordering::Relaxed);
         loop {
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
+            let region = self.region.fetch_add(1, Ordering::Acquire);
+            if taken_in(region) >= indices_in(region) {
                 break;
             }
-            job(i);
+            finished.count += 1;
+            // SAFETY: the index just taken is not finished, so the lead is
+            // still in `run` for this region: the pointer, stored before the
+            // region was published (the Release store this Acquire read
+            // from), points to its live job.
+            let job = unsafe { *self.job.load(Ordering::Relaxed) };
+            job(taken_in(region) as usize);
         }
         IN_REGION.with(|r| r.set(false));
     }
 
     /// `job(0..n)` over the caller and the helpers; returns when all are done.
-    /// The helpers must be running `help` (the caller waits for them).
     pub fn run(&self, n: usize, job: Job<'_>) {
-        if n <= 1 || self.helpers == 0 || IN_REGION.with(|r| r.get()) {
+        if n <= 1 || self.helpers == 0 || in_region() || n > MAX_INDICES {
             (0..n).for_each(job);
             return;
         }
+        // Only the lead writes `job` or a new region, and the last region
+        // is over: every index was taken and has finished.
+        self.job.store(
+            (&job as *const Job<'_>).cast_mut().cast(),
+            Ordering::Relaxed,
+        );
+        self.done.0.store(0, Ordering::Relaxed);
+        self.region.store((n as u64) << 32, Ordering::Release);
+        let _close = CloseOnUnwind { team: self, n };
+        self.work();
+        self.wait_until_done(n);
+    }
+
+    fn wait_until_done(&self, n: usize) {
         let mut spins = 0;
-        while self.joined.load(Ordering::Acquire) < self.helpers {
+        while self.done.0.load(Ordering::Acquire) < n {
             spins = relax(spins);
-        }
-        // SAFETY: no helper is in a region (all left the last one), and the
-        // reference is erased from `job` only until the helpers are done
-        // with it below.
-        unsafe {
-            *self.job.get() = Some(std::mem::transmute::<Job<'_>, Job<'static>>(job));
-        }
-        self.n.store(n, Ordering::Relaxed);
-        self.next.store(0, Ordering::Relaxed);
-        self.active.store(self.helpers, Ordering::Relaxed);
-        self.epoch.fetch_add(1, Ordering::Release);
-        self.work(job);
-        spins = 0;
-        while self.active.load(Ordering::Acquire) != 0 {
-            spins = relax(spins);
-        }
-        // SAFETY: every helper has left the region.
-        unsafe {
-            *self.job.get() = None;
         }
     }
 
@@ -153,6 +165,42 @@ pub struct StopOnDrop<'a>(&'a Team);
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.finish();
+    }
+}
+
+/// Adds the indices a member took to `done` when it leaves a region.
+struct Finished<'a> {
+    done: &'a AtomicUsize,
+    count: usize,
+}
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            self.done.fetch_add(self.count, Ordering::Release);
+        }
+    }
+}
+
+/// If the lead's job panics, closes the region and waits for the indices
+/// helpers hold before the job's reference goes away with the unwinding.
+struct CloseOnUnwind<'a> {
+    team: &'a Team,
+    n: usize,
+}
+
+impl Drop for CloseOnUnwind<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        // Marks every index taken; those that were not are never run.
+        let before = self
+            .team
+            .region
+            .swap((self.n as u64) << 32 | self.n as u64, Ordering::Acquire);
+        let taken = (taken_in(before) as usize).min(self.n);
+        self.team.wait_until_done(taken);
     }
 }
 
@@ -205,5 +253,36 @@ mod tests {
                 team.finish();
             });
         }
+    }
+
+    /// Helpers that never arrive (descheduled, or their threads busy
+    /// elsewhere) leave the lead to run the whole region itself.
+    #[test]
+    fn the_lead_never_waits_for_absent_helpers() {
+        let team = Team::new(2);
+        let sum = AtomicUsize::new(0);
+        for _ in 0..3 {
+            team.run(100, &|i| {
+                sum.fetch_add(i, Ordering::Relaxed);
+            });
+        }
+        assert_eq!(sum.load(Ordering::Relaxed), 3 * 4950);
+    }
+
+    /// A job that panics, on the lead or on a helper, ends in a panic from
+    /// the scope, not in a lead spinning forever.
+    #[test]
+    fn a_panicking_job_ends_the_regions_without_hanging() {
+        let team = Team::new(1);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            std::thread::scope(|s| {
+                s.spawn(|| team.help());
+                let _stop = team.stop_on_drop();
+                for _ in 0..100 {
+                    team.run(64, &|i| assert_ne!(i, 0, "index 0 fails"));
+                }
+            })
+        }));
+        assert!(outcome.is_err());
     }
 }
