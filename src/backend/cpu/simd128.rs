@@ -1001,7 +1001,8 @@ mod imp {
     }
 
     /// An activation block's f16 scale widened exactly, in every lane, with
-    /// no branch.
+    /// no branch. (Only the relaxed-SIMD kernels use it.)
+    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
     #[inline(always)]
     pub(in crate::backend::cpu) fn f16_splat(h: half::f16) -> v128 {
         f16_high_to_f32(i32x4_splat(i32::from(h.to_bits()) << 16))
