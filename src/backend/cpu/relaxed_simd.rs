@@ -34,8 +34,9 @@ mod imp {
     use crate::backend::cpu::repack_q8_0::BlockQ8_0x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, shr_bytes,
-        shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, ScaleWidening, Simd128Dots,
+        f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
+        shr_bytes, shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, Q8_0GroupSums,
+        ScaleWidening, Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -156,12 +157,15 @@ mod imp {
         stride: usize,
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            by_take!(take, q8_0_x8_tile(group, xs, res))
+            let way = SignSplitQ8_0 {
+                low7: opaque(u8x16_splat(0x7F)),
+            };
+            by_take!(take, q8_0_x8_tile(group, xs, res, &way))
         });
     }
 
-    /// A repacked Q8_0 group's eight rows times the first `A` rows of `xs`,
-    /// on the relaxed dot. Both operands are signed, so the activation byte
+    /// Repacked Q8_0's sums on the relaxed dot (`simd128::q8_0_x8_tile`
+    /// runs the tile). Both operands are signed, so the activation byte
     /// goes in as its low seven bits and its sign: a = (a & 0x7F) - 128·[a < 0],
     /// and Σ w·a = dot(w, a & 0x7F) - 128·dot(w, [a < 0]), both second
     /// operands in 0..=127 (exact for every byte value of either side). The
@@ -170,63 +174,51 @@ mod imp {
     /// SIMD128 widens and multiplies in pairs. A load holds values 8k.. of
     /// two rows (`BlockQ8_0x8`), against eight activation bytes in both
     /// halves of a vector, as `RelaxedSums` does for Q4_1. The integer sums
-    /// are SIMD128's `q8_0_x8_tile`'s, scaled in its order: results equal
-    /// it bit for bit.
+    /// equal SIMD128's (`WidenedQ8_0`), and the tile scales them alike:
+    /// results equal SIMD128's bit for bit.
+    struct SignSplitQ8_0 {
+        /// 0x7F in every byte (`opaque`).
+        low7: v128,
+    }
+
+    impl Q8_0GroupSums for SignSplitQ8_0 {
+        #[inline(always)]
+        fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2] {
+            // a[c]: activation bytes 8c..8c + 8 in both halves.
+            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
+            let a = [
+                i64x2_shuffle::<0, 0>(v0, v0),
+                i64x2_shuffle::<1, 1>(v0, v0),
+                i64x2_shuffle::<0, 0>(v1, v1),
+                i64x2_shuffle::<1, 1>(v1, v1),
+            ];
+            let low = a.map(|v| v128_and(v, self.low7));
+            let negative = a.map(|v| u8x16_shr(v, 7));
+            // s[pair], n[pair]: lanes 0 and 1 row 2·pair's, 2 and 3 the
+            // next row's.
+            let mut s = [i32x4_splat(0); 4];
+            let mut n = [i32x4_splat(0); 4];
+            unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
+                let (k, pair) = (I / 4, I % 4);
+                let w = load16(&b.qs[16 * I..16 * I + 16]);
+                s[pair] = dot_i7(w, low[k], s[pair]);
+                n[pair] = dot_i7(w, negative[k], n[pair]);
+            });
+            [0, 1].map(|h| {
+                let (p, q) = (2 * h, 2 * h + 1);
+                i32x4_sub(pair_rows(s[p], s[q]), i32x4_shl(pair_rows(n[p], n[q]), 7))
+            })
+        }
+    }
+
+    /// Four rows' sums from two vectors of two rows' partial sums each
+    /// (lanes 0 and 1 one row's, 2 and 3 the next row's).
     #[inline(always)]
-    fn q8_0_x8_tile<const A: usize>(
-        group: &[BlockQ8_0x8],
-        xs: &[&[BlockQ8_0]; 4],
-        res: &mut [[f32; 8]; 4],
-    ) {
-        let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
-        let mut acc = [[f32x4_splat(0.0); 2]; A];
-        let widen = ScaleWidening::opaque();
-        let low7 = opaque(u8x16_splat(0x7F));
-        for (bi, b) in group.iter().enumerate() {
-            let [d] = widen.block_scales([&b.d]);
-            for (acc, x) in acc.iter_mut().zip(&xs) {
-                let y = &x[bi];
-                // a[c]: activation bytes 8c..8c + 8 in both halves.
-                let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
-                let a = [
-                    i64x2_shuffle::<0, 0>(v0, v0),
-                    i64x2_shuffle::<1, 1>(v0, v0),
-                    i64x2_shuffle::<0, 0>(v1, v1),
-                    i64x2_shuffle::<1, 1>(v1, v1),
-                ];
-                let low = a.map(|v| v128_and(v, low7));
-                let negative = a.map(|v| u8x16_shr(v, 7));
-                // s[pair], n[pair]: lanes 0 and 1 row 2·pair's, 2 and 3 the
-                // next row's.
-                let mut s = [i32x4_splat(0); 4];
-                let mut n = [i32x4_splat(0); 4];
-                unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
-                    let (k, pair) = (I / 4, I % 4);
-                    let w = load16(&b.qs[16 * I..16 * I + 16]);
-                    s[pair] = dot_i7(w, low[k], s[pair]);
-                    n[pair] = dot_i7(w, negative[k], n[pair]);
-                });
-                let rows = |p: v128, q: v128| {
-                    i32x4_add(
-                        i32x4_shuffle::<0, 2, 4, 6>(p, q),
-                        i32x4_shuffle::<1, 3, 5, 7>(p, q),
-                    )
-                };
-                let sums = [0, 1].map(|h| {
-                    let (p, q) = (2 * h, 2 * h + 1);
-                    i32x4_sub(rows(s[p], s[q]), i32x4_shl(rows(n[p], n[q]), 7))
-                });
-                let dy = widen.splat(y.d);
-                for h in 0..2 {
-                    let scale = f32x4_mul(d[h], dy);
-                    acc[h] = f32x4_add(acc[h], f32x4_mul(f32x4_convert_i32x4(sums[h]), scale));
-                }
-            }
-        }
-        for (res, acc) in res.iter_mut().zip(&acc) {
-            store16(&mut res[..4], acc[0]);
-            store16(&mut res[4..], acc[1]);
-        }
+    fn pair_rows(p: v128, q: v128) -> v128 {
+        i32x4_add(
+            i32x4_shuffle::<0, 2, 4, 6>(p, q),
+            i32x4_shuffle::<1, 3, 5, 7>(p, q),
+        )
     }
 
     /// Repacked Q4_1's sums on the relaxed dot: a 16-byte load holds eight
@@ -270,13 +262,7 @@ mod imp {
                 s[pair] = dot_i7(a[k], lo, s[pair]);
                 s[pair] = dot_i7(a[2 + k], hi, s[pair]);
             });
-            let rows = |p: v128, q: v128| {
-                i32x4_add(
-                    i32x4_shuffle::<0, 2, 4, 6>(p, q),
-                    i32x4_shuffle::<1, 3, 5, 7>(p, q),
-                )
-            };
-            [rows(s[0], s[1]), rows(s[2], s[3])]
+            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
         }
     }
 

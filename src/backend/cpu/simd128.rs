@@ -704,7 +704,7 @@ mod imp {
         stride: usize,
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            by_take!(take, q8_0_x8_tile(group, xs, res))
+            by_take!(take, q8_0_x8_tile(group, xs, res, &WidenedQ8_0))
         });
     }
 
@@ -721,10 +721,11 @@ mod imp {
     /// the twin (`repack_q8_0::gemm_q8_0_x8`) fuses the two, so results are
     /// within `q4_1_x8_tile`'s bound of the twin's.
     #[inline(always)]
-    fn q8_0_x8_tile<const A: usize>(
+    pub(in crate::backend::cpu) fn q8_0_x8_tile<const A: usize>(
         group: &[BlockQ8_0x8],
         xs: &[&[BlockQ8_0]; 4],
         res: &mut [[f32; 8]; 4],
+        way: &impl Q8_0GroupSums,
     ) {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let mut acc = [[f32x4_splat(0.0); 2]; A];
@@ -733,23 +734,7 @@ mod imp {
             let [d] = widen.block_scales([&b.d]);
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 let y = &x[bi];
-                // Opaque: with both operands of a dot visibly sign-extended
-                // bytes, LLVM rewrites it as i16x8.extmul and
-                // i32x4.extadd_pairwise, which V8 makes about five
-                // instructions, the activation widened again each time,
-                // against two for the dot.
-                let a = widened_activations(&y.qs).map(opaque);
-                let mut rows = [i32x4_splat(0); 8];
-                // Load I holds values 8k.. (k = I / 4) of rows 2(I % 4) and
-                // 2(I % 4) + 1.
-                unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
-                    let (k, pair) = (I / 4, I % 4);
-                    let v = load16(&b.qs[16 * I..16 * I + 16]);
-                    let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
-                    rows[2 * pair] = i32x4_add(rows[2 * pair], i32x4_dot_i16x8(lo, a[k]));
-                    rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, a[k]));
-                });
-                let s = eight_row_sums(&rows);
+                let s = way.sums(b, y);
                 let dy = widen.splat(y.d);
                 for h in 0..2 {
                     let scale = f32x4_mul(d[h], dy);
@@ -760,6 +745,39 @@ mod imp {
         for (res, acc) in res.iter_mut().zip(&acc) {
             store16(&mut res[..4], acc[0]);
             store16(&mut res[4..], acc[1]);
+        }
+    }
+
+    /// How a wasm variant gets the exact integer sums of one repacked Q8_0
+    /// block's eight rows against one activation block, rows 0..4 and 4..8
+    /// in two vectors.
+    pub(in crate::backend::cpu) trait Q8_0GroupSums {
+        fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2];
+    }
+
+    /// SIMD128's way: both operands widened to i16 and multiplied in pairs.
+    struct WidenedQ8_0;
+
+    impl Q8_0GroupSums for WidenedQ8_0 {
+        #[inline(always)]
+        fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2] {
+            // Opaque: with both operands of a dot visibly sign-extended
+            // bytes, LLVM rewrites it as i16x8.extmul and
+            // i32x4.extadd_pairwise, which V8 makes about five
+            // instructions, the activation widened again each time,
+            // against two for the dot.
+            let a = widened_activations(&y.qs).map(opaque);
+            let mut rows = [i32x4_splat(0); 8];
+            // Load I holds values 8k.. (k = I / 4) of rows 2(I % 4) and
+            // 2(I % 4) + 1.
+            unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
+                let (k, pair) = (I / 4, I % 4);
+                let v = load16(&b.qs[16 * I..16 * I + 16]);
+                let (lo, hi) = (i16x8_extend_low_i8x16(v), i16x8_extend_high_i8x16(v));
+                rows[2 * pair] = i32x4_add(rows[2 * pair], i32x4_dot_i16x8(lo, a[k]));
+                rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, a[k]));
+            });
+            eight_row_sums(&rows)
         }
     }
 
@@ -1565,8 +1583,9 @@ pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
-    f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, shr_bytes,
-    shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, ScaleWidening, Simd128Dots,
+    f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
+    shr_bytes, shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, Q8_0GroupSums,
+    ScaleWidening, Simd128Dots,
 };
 
 /// Without simd128 in the module the variant is never supported, so this
