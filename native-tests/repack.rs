@@ -583,10 +583,26 @@ mod q8_0_groups {
     }
 
     #[test]
+    fn only_a_minus_128_in_the_groups_makes_a_matrix_not_negatable() {
+        let cols = 64;
+        let w = q8_0(&ggml_test_values(5, 13 * cols));
+        assert!(w.iter().all(|b| !b.qs.contains(&i8::MIN)));
+        assert!(RepackedQ8_0::new(&w, 13, cols).unwrap().negatable());
+        // Rows 8..13 are the tail, which goes through `vec_dot`.
+        for (row, negatable) in [(0, false), (7, false), (8, true), (12, true)] {
+            let mut w = w.clone();
+            w[row * cols / QK + 1].qs[5] = i8::MIN;
+            let packed = RepackedQ8_0::new(&w, 13, cols).unwrap();
+            assert_eq!(packed.negatable(), negatable, "-128 in row {row}");
+        }
+    }
+
+    #[test]
     fn extreme_values_stay_exact() {
-        // Weights at -128 and 127 (a file may hold -128), activations at
-        // ±127: the 16-bit pair sums at their largest. Scales of 1 keep the
-        // float steps exact: the results are the integer sums.
+        // Weights at -128 (a file may hold it; then no kernel may negate
+        // them in 8 bits) or -127, and 127; activations at ±127: the 16-bit
+        // pair sums at their largest. Scales of 1 keep the float steps
+        // exact: the results are the integer sums.
         let cols = 64;
         let mut tables = vec![scalar_table()];
         tables.extend(
@@ -595,11 +611,14 @@ mod q8_0_groups {
                 .filter(|k| k.gemm_q8_0_x8.is_some()),
         );
         for k in &tables {
-            for xv in [127i8, -127] {
+            for (xv, low) in [127i8, -127]
+                .into_iter()
+                .flat_map(|x| [(x, -128i8), (x, -127)])
+            {
                 let mut w = q8_0(&ggml_test_values(3, 8 * cols));
                 for (i, b) in w.iter_mut().enumerate() {
                     b.d = half::f16::ONE;
-                    b.qs = std::array::from_fn(|j| if (i + j) % 3 == 0 { -128 } else { 127 });
+                    b.qs = std::array::from_fn(|j| if (i + j) % 3 == 0 { low } else { 127 });
                 }
                 // One activation row (the GEMV) and four (the tiles: SMMLA
                 // with i8mm).
@@ -610,6 +629,7 @@ mod q8_0_groups {
                         b.qs = [xv; QK];
                     }
                     let packed = RepackedQ8_0::new(&w, 8, cols).unwrap();
+                    assert_eq!(packed.negatable(), low != -128);
                     let out = product(k, &packed, &x, n, 0..8);
                     let paired = product_paired(k, &packed, &x, n, 0..8);
                     for (i, got) in out.iter().chain(paired.iter().flatten()).enumerate() {
@@ -619,7 +639,10 @@ mod q8_0_groups {
                             .flat_map(|b| b.qs)
                             .map(|q| q as i32 * xv as i32)
                             .sum();
-                        let what = format!("{} n={n} output {i}: activations {xv}", k.variant);
+                        let what = format!(
+                            "{} n={n} output {i}: activations {xv}, weights {low} and 127",
+                            k.variant
+                        );
                         assert_eq!(*got, want as f32, "{what}");
                     }
                 }

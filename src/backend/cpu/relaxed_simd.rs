@@ -16,7 +16,10 @@
 //! two dots per sixteen weight bytes, with the two parts made once per
 //! activation block for all eight rows (`q8_0_x8_tile`). Split per dot
 //! instead, they cost three more operations each and ran slower than
-//! SIMD128 in Chromium, so the row-by-row Q8_0 dots stay SIMD128's.
+//! SIMD128 in Chromium, so the row-by-row Q8_0 dots stay SIMD128's. Where
+//! no weight in the groups is -128 (checked at repack,
+//! `Interleaved::negatable`; quantizers write none), a second group kernel
+//! moves the activations' signs onto the weights instead: one dot per load.
 //!
 //! The module exists only in a build with relaxed-simd enabled (the npm
 //! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
@@ -34,7 +37,7 @@ mod imp {
     use crate::backend::cpu::repack_q8_0::BlockQ8_0x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
+        hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
         shr_bytes, shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, Q8_0GroupSums,
         ScaleWidening, Simd128Dots,
     };
@@ -61,6 +64,7 @@ mod imp {
             gemm_q4_0_x4i4_sums: Some(gemm_q4_0_x4i4_sums),
             gemm_q4_1_x8: Some(gemm_q4_1_x8),
             gemm_q8_0_x8: Some(gemm_q8_0_x8),
+            gemm_q8_0_x8_negatable: Some(gemm_q8_0_x8_negatable),
             ..crate::backend::cpu::simd128::kernels(base)
         }
     }
@@ -162,6 +166,71 @@ mod imp {
             };
             by_take!(take, q8_0_x8_tile(group, xs, res, &way))
         });
+    }
+
+    /// `gemm_q8_0_x8` for weights with no byte of -128: the activations'
+    /// signs move onto the weights (`SignedWeightsQ8_0`).
+    fn gemm_q8_0_x8_negatable(
+        group: &[BlockQ8_0x8],
+        x: &[BlockQ8_0],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
+            let way = SignedWeightsQ8_0 {
+                split: SignSplitQ8_0 {
+                    low7: opaque(u8x16_splat(0x7F)),
+                },
+            };
+            by_take!(take, q8_0_x8_tile(group, xs, res, &way))
+        });
+    }
+
+    /// Repacked Q8_0's sums on the relaxed dot for weights with no byte of
+    /// -128 (`Interleaved::negatable`): w·a = (w·sign(a))·|a|, |a| the
+    /// 7-bit operand and w·sign(a) the weight negated in place where a < 0
+    /// ((w ^ m) - m, m = -1 there), which cannot wrap. One dot per 16-byte
+    /// load of weights plus two cheap operations, against `SignSplitQ8_0`'s
+    /// two dots. An activation block holding -128, whose magnitude is not a
+    /// 7-bit value (lamina's quantizer writes none), takes `SignSplitQ8_0`'s
+    /// way. The integer sums are the same, so results equal SIMD128's bit
+    /// for bit.
+    struct SignedWeightsQ8_0 {
+        split: SignSplitQ8_0,
+    }
+
+    impl Q8_0GroupSums for SignedWeightsQ8_0 {
+        #[inline(always)]
+        fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2] {
+            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
+            let (u0, u1) = (i8x16_abs(v0), i8x16_abs(v1));
+            // |-128| wraps to itself: the one magnitude with its top bit set.
+            if i8x16_bitmask(v128_or(u0, u1)) != 0 {
+                return self.split.sums(b, y);
+            }
+            let (m0, m1) = (i8x16_shr(v0, 7), i8x16_shr(v1, 7));
+            // u[c], m[c]: magnitudes and sign masks of activation bytes
+            // 8c..8c + 8, in both halves.
+            let halves = |p: v128, q: v128| {
+                [
+                    i64x2_shuffle::<0, 0>(p, p),
+                    i64x2_shuffle::<1, 1>(p, p),
+                    i64x2_shuffle::<0, 0>(q, q),
+                    i64x2_shuffle::<1, 1>(q, q),
+                ]
+            };
+            let (u, m) = (halves(u0, u1), halves(m0, m1));
+            // s[pair]: lanes 0 and 1 row 2·pair's sums, 2 and 3 the next row's.
+            let mut s = [i32x4_splat(0); 4];
+            unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
+                let (k, pair) = (I / 4, I % 4);
+                let w = load16(&b.qs[16 * I..16 * I + 16]);
+                let signed = i8x16_sub(v128_xor(w, m[k]), m[k]);
+                s[pair] = dot_i7(signed, u[k], s[pair]);
+            });
+            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+        }
     }
 
     /// Repacked Q8_0's sums on the relaxed dot (`simd128::q8_0_x8_tile`
@@ -287,30 +356,36 @@ mod imp {
         let ss: [&[i32]; A] = std::array::from_fn(|a| &ss[a][..group.len()]);
         let mut acc = [f32x4_splat(0.0); A];
         let (flip, low) = (u8x16_splat(X4I4_FLIP), u8x16_splat(0x0F));
+        // (Constants and `u8x16_shr` stay as they were here, measured:
+        // `ScaleWidening::plain` says why.)
+        let widen = ScaleWidening::plain();
         for (bi, b) in group.iter().enumerate() {
             // w[k] = (low nibbles, high nibbles) of load k, as q.
             let w: [[v128; 2]; 4] = std::array::from_fn(|k| {
                 let v = v128_xor(load16(&b.qs[16 * k..16 * k + 16]), flip);
                 [v128_and(v, low), u8x16_shr(v, 4)]
             });
-            // (Constants and `u8x16_shr` stay as they were here, measured:
-            // `ScaleWidening::plain` says why.)
-            let dw = ScaleWidening::plain().block_scales4(&b.d);
-            for ((acc, x), s8) in acc.iter_mut().zip(&xs).zip(&ss) {
-                let y = &x[bi];
-                let mut s = i32x4_splat(0);
-                for (k, [lo, hi]) in w.iter().enumerate() {
-                    s = dot_i7(word_x4(&y.qs, 4 * k), *lo, s);
-                    s = dot_i7(word_x4(&y.qs, 16 + 4 * k), *hi, s);
+            let dw = widen.block_scales4(&b.d);
+            let dy = widen.activation_scales::<A>(std::array::from_fn(|a| xs[a][bi].d));
+            // Unrolled by hand: as a loop, V8 kept `acc` in memory and
+            // checked every index.
+            unrolled!(I in 0 1 2 3; {
+                if I < A {
+                    let y = &xs[I][bi];
+                    let mut s = i32x4_splat(0);
+                    for (k, [lo, hi]) in w.iter().enumerate() {
+                        s = dot_i7(word_x4(&y.qs, 4 * k), *lo, s);
+                        s = dot_i7(word_x4(&y.qs, 16 + 4 * k), *hi, s);
+                    }
+                    // 8·Σy over the block (|Σy| <= 32·128), in every lane.
+                    let e = i32x4_splat(8 * ss[I][bi]);
+                    let scaled = f32x4_mul(
+                        f32x4_mul(f32x4_convert_i32x4(i32x4_sub(s, e)), dw),
+                        lane_splat(dy, I),
+                    );
+                    acc[I] = f32x4_add(acc[I], scaled);
                 }
-                // 8·Σy over the block (|Σy| <= 32·128), in every lane.
-                let e = i32x4_splat(8 * s8[bi]);
-                let scaled = f32x4_mul(
-                    f32x4_mul(f32x4_convert_i32x4(i32x4_sub(s, e)), dw),
-                    f16_splat(y.d),
-                );
-                *acc = f32x4_add(*acc, scaled);
-            }
+            });
         }
         for (res, acc) in res.iter_mut().zip(acc) {
             store16(res, acc);

@@ -732,15 +732,19 @@ mod imp {
         let widen = ScaleWidening::opaque();
         for (bi, b) in group.iter().enumerate() {
             let [d] = widen.block_scales([&b.d]);
-            for (acc, x) in acc.iter_mut().zip(&xs) {
-                let y = &x[bi];
-                let s = way.sums(b, y);
-                let dy = widen.splat(y.d);
-                for h in 0..2 {
-                    let scale = f32x4_mul(d[h], dy);
-                    acc[h] = f32x4_add(acc[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
+            let dys = widen.activation_scales::<A>(std::array::from_fn(|a| xs[a][bi].d));
+            // Unrolled by hand: as a loop, V8 kept `acc` in memory.
+            unrolled!(I in 0 1 2 3; {
+                if I < A {
+                    let s = way.sums(b, &xs[I][bi]);
+                    let dy = lane_splat(dys, I);
+                    for h in 0..2 {
+                        let scale = f32x4_mul(d[h], dy);
+                        let term = f32x4_mul(f32x4_convert_i32x4(s[h]), scale);
+                        acc[I][h] = f32x4_add(acc[I][h], term);
+                    }
                 }
-            }
+            });
         }
         for (res, acc) in res.iter_mut().zip(&acc) {
             store16(&mut res[..4], acc[0]);
@@ -870,16 +874,20 @@ mod imp {
         for (bi, b) in group.iter().enumerate() {
             let w = way.prepare(b);
             let [d, m] = widen.block_scales([&b.d, &b.m]);
-            for ((dots, mins), x) in dots.iter_mut().zip(&mut mins).zip(&xs) {
-                let y = &x[bi];
-                let s = way.sums(b, &w, y);
-                let [dy, sy] = widen.pair_splats(y.d, y.s);
-                for h in 0..2 {
-                    let scale = f32x4_mul(d[h], dy);
-                    dots[h] = f32x4_add(dots[h], f32x4_mul(f32x4_convert_i32x4(s[h]), scale));
-                    mins[h] = f32x4_add(mins[h], f32x4_mul(m[h], sy));
+            let [dys, sys] = widen.activation_pairs::<A>(std::array::from_fn(|a| &xs[a][bi]));
+            // Unrolled by hand: as a loop, V8 kept the sums in memory.
+            unrolled!(I in 0 1 2 3; {
+                if I < A {
+                    let s = way.sums(b, &w, &xs[I][bi]);
+                    let (dy, sy) = (lane_splat(dys, I), lane_splat(sys, I));
+                    for h in 0..2 {
+                        let scale = f32x4_mul(d[h], dy);
+                        let term = f32x4_mul(f32x4_convert_i32x4(s[h]), scale);
+                        dots[I][h] = f32x4_add(dots[I][h], term);
+                        mins[I][h] = f32x4_add(mins[I][h], f32x4_mul(m[h], sy));
+                    }
                 }
-            }
+            });
         }
         for (res, (dots, mins)) in res.iter_mut().zip(dots.iter().zip(&mins)) {
             store16(&mut res[..4], f32x4_add(dots[0], mins[0]));
@@ -1018,12 +1026,15 @@ mod imp {
         f16_high_to_f32(f16_high_halves(h)[0])
     }
 
-    /// An activation block's f16 scale widened exactly, in every lane, with
-    /// no branch. (Only the relaxed-SIMD kernels use it.)
-    #[cfg_attr(not(target_feature = "relaxed-simd"), allow(dead_code))]
+    /// Lane `a` (0..4) of `v` in every lane.
     #[inline(always)]
-    pub(in crate::backend::cpu) fn f16_splat(h: half::f16) -> v128 {
-        f16_high_to_f32(i32x4_splat(i32::from(h.to_bits()) << 16))
+    pub(in crate::backend::cpu) fn lane_splat(v: v128, a: usize) -> v128 {
+        match a {
+            0 => i32x4_shuffle::<0, 0, 0, 0>(v, v),
+            1 => i32x4_shuffle::<1, 1, 1, 1>(v, v),
+            2 => i32x4_shuffle::<2, 2, 2, 2>(v, v),
+            _ => i32x4_shuffle::<3, 3, 3, 3>(v, v),
+        }
     }
 
     /// Whether an f16 is an infinity or a NaN (exponent 31).
@@ -1137,6 +1148,44 @@ mod imp {
             } else {
                 self.finite(high)
             }
+        }
+
+        /// The scales of the `A` (1..=4) activation blocks a tile meets at
+        /// once, widened together: lane a holds row a's (`lane_splat`
+        /// spreads it; one row's is in every lane). One widening for the
+        /// tile's rows: V8 makes each about twenty instructions, as many as
+        /// a row's dots.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn activation_scales<const A: usize>(
+            &self,
+            h: [half::f16; A],
+        ) -> v128 {
+            const { assert!(A >= 1 && A <= 4) };
+            if A == 1 {
+                return self.splat(h[0]);
+            }
+            let high = |a: usize| h.get(a).map_or(0, |h| u32::from(h.to_bits()) << 16);
+            let v = u32x4(high(0), high(1), high(2), high(3));
+            if self.any_inf_nan(v, v) {
+                f16_high_to_f32(v)
+            } else {
+                self.finite(v)
+            }
+        }
+
+        /// `activation_scales` of Q8_1 blocks' `d` and `s`.
+        #[inline(always)]
+        pub(in crate::backend::cpu) fn activation_pairs<const A: usize>(
+            &self,
+            y: [&BlockQ8_1; A],
+        ) -> [v128; 2] {
+            if A == 1 {
+                return self.pair_splats(y[0].d, y[0].s);
+            }
+            [
+                self.activation_scales(y.map(|y| y.d)),
+                self.activation_scales(y.map(|y| y.s)),
+            ]
         }
 
         /// An activation block's two f16 (Q8_1's `d` and `s`), each in
@@ -1583,7 +1632,7 @@ pub(super) use imp::kernels;
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
-    f16_splat, hsum_i32, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
+    hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
     shr_bytes, shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, Q8_0GroupSums,
     ScaleWidening, Simd128Dots,
 };
