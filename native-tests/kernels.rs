@@ -121,6 +121,14 @@ fn quantize_q8_1_and_q8_k_match_scalar_exactly() {
             quantized(&x, scalar.quantize_q8_k)[0].qs,
             "{variant} ties"
         );
+        // Q8_1 on the same blocks, a block of zeros (scale 0) among them,
+        // and the quants at ±127.
+        x[32..64].fill(0.0);
+        assert_eq!(
+            quantized(&x, k.quantize_q8_1),
+            quantized(&x, scalar.quantize_q8_1),
+            "{variant} q8_1 ties and zeros"
+        );
     }
 }
 

@@ -481,25 +481,52 @@ mod imp {
                 .max(f32x4_extract_lane::<3>(m));
             b.d = half::f16::from_f32(amax / 127.0);
             let idv = f32x4_splat(crate::backend::cpu::scalar::activation_scale(amax));
-            for (k, vi) in v.iter().enumerate() {
-                // Half to even, as the scalar twin.
-                let i = i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(*vi, idv)));
-                for lane in 0..4 {
-                    let q = match lane {
-                        0 => i32x4_extract_lane::<0>(i),
-                        1 => i32x4_extract_lane::<1>(i),
-                        2 => i32x4_extract_lane::<2>(i),
-                        _ => i32x4_extract_lane::<3>(i),
-                    };
-                    b.qs[4 * k + lane] = q as i8;
-                }
-            }
+            // Half to even, as the scalar twin. The saturating conversion
+            // and narrowings clamp as the twin's float-to-i8 `as` does (NaN
+            // to 0 in both); two stores replace 32 lane extractions.
+            let q = v.map(|vi| i32x4_trunc_sat_f32x4(f32x4_nearest(f32x4_mul(vi, idv))));
+            let h = [0, 1, 2, 3].map(|p| i16x8_narrow_i32x4(q[2 * p], q[2 * p + 1]));
+            store_bytes16(&mut b.qs[..16], i8x16_narrow_i16x8(h[0], h[1]));
+            store_bytes16(&mut b.qs[16..], i8x16_narrow_i16x8(h[2], h[3]));
         }
     }
 
+    /// Writes `v` over the first 16 bytes of `p`; panics if it holds fewer.
+    #[inline(always)]
+    fn store_bytes16(p: &mut [i8], v: v128) {
+        assert!(p.len() >= 16, "a 16-byte store to a shorter slice");
+        // SAFETY: the slice holds at least 16 bytes (asserted above);
+        // v128_store has no alignment requirement.
+        unsafe { v128_store(p.as_mut_ptr().cast(), v) }
+    }
+
+    /// `scalar::q8_1_from_q8_0` with its sums in vectors: the quants' sum,
+    /// and the largest magnitude as its fold of `f32::max` from 0, which
+    /// passes a NaN over, as `f32x4_pmax(m, v)` does (it keeps m unless
+    /// m < v). In V8 the scalar fold's 32 maximums, each a compare and
+    /// branches for NaN, cost more than the quantizing (Chromium profile).
     fn quantize_q8_1(x: &[f32], y: &mut [BlockQ8_1]) {
-        // `q8_1_from_q8_0` checks the lengths, then passes one block at a time.
-        crate::backend::cpu::scalar::q8_1_from_q8_0(x, y, |x, y| quantize_q8_0_blocks(x, y))
+        crate::backend::cpu::scalar::check_quantize(x, y);
+        for (x, b) in x.chunks_exact(QK).zip(y) {
+            let mut t = [BlockQ8_0::zeroed()];
+            quantize_q8_0_blocks(x, &mut t);
+            b.d = t[0].d;
+            b.qs = t[0].qs;
+            let pairs = |v: v128| i32x4_extadd_pairwise_i16x8(i16x8_extadd_pairwise_i8x16(v));
+            let sum = hsum_i32(i32x4_add(
+                pairs(load16(&b.qs[..16])),
+                pairs(load16(&b.qs[16..])),
+            ));
+            let mut m = f32x4_splat(0.0);
+            for k in 0..QK / 4 {
+                m = f32x4_pmax(m, f32x4_abs(load16(&x[4 * k..])));
+            }
+            let amax = f32x4_extract_lane::<0>(m)
+                .max(f32x4_extract_lane::<1>(m))
+                .max(f32x4_extract_lane::<2>(m))
+                .max(f32x4_extract_lane::<3>(m));
+            b.s = half::f16::from_f32(sum as f32 * (amax / 127.0));
+        }
     }
 
     fn quantize_q8_k(x: &[f32], y: &mut [BlockQ8K]) {
