@@ -161,9 +161,7 @@ mod imp {
         stride: usize,
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            let way = SignSplitQ8_0 {
-                low7: opaque(u8x16_splat(0x7F)),
-            };
+            let way = SignSplitQ8_0::new();
             by_take!(take, q8_0_x8_tile(group, xs, res, &way))
         });
     }
@@ -179,9 +177,7 @@ mod imp {
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
             let way = SignedWeightsQ8_0 {
-                split: SignSplitQ8_0 {
-                    low7: opaque(u8x16_splat(0x7F)),
-                },
+                split: SignSplitQ8_0::new(),
             };
             by_take!(take, q8_0_x8_tile(group, xs, res, &way))
         });
@@ -212,15 +208,7 @@ mod imp {
             let (m0, m1) = (i8x16_shr(v0, 7), i8x16_shr(v1, 7));
             // u[c], m[c]: magnitudes and sign masks of activation bytes
             // 8c..8c + 8, in both halves.
-            let halves = |p: v128, q: v128| {
-                [
-                    i64x2_shuffle::<0, 0>(p, p),
-                    i64x2_shuffle::<1, 1>(p, p),
-                    i64x2_shuffle::<0, 0>(q, q),
-                    i64x2_shuffle::<1, 1>(q, q),
-                ]
-            };
-            let (u, m) = (halves(u0, u1), halves(m0, m1));
+            let (u, m) = (doubled_runs(u0, u1), doubled_runs(m0, m1));
             // s[pair]: lanes 0 and 1 row 2·pair's sums, 2 and 3 the next row's.
             let mut s = [i32x4_splat(0); 4];
             unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
@@ -250,17 +238,21 @@ mod imp {
         low7: v128,
     }
 
+    impl SignSplitQ8_0 {
+        /// For a kernel's loop: the mask made once (`opaque`).
+        #[inline(always)]
+        fn new() -> Self {
+            Self {
+                low7: opaque(u8x16_splat(0x7F)),
+            }
+        }
+    }
+
     impl Q8_0GroupSums for SignSplitQ8_0 {
         #[inline(always)]
         fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2] {
             // a[c]: activation bytes 8c..8c + 8 in both halves.
-            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
-            let a = [
-                i64x2_shuffle::<0, 0>(v0, v0),
-                i64x2_shuffle::<1, 1>(v0, v0),
-                i64x2_shuffle::<0, 0>(v1, v1),
-                i64x2_shuffle::<1, 1>(v1, v1),
-            ];
+            let a = doubled_runs(load16(&y.qs[..16]), load16(&y.qs[16..]));
             let low = a.map(|v| v128_and(v, self.low7));
             let negative = a.map(|v| u8x16_shr(v, 7));
             // s[pair], n[pair]: lanes 0 and 1 row 2·pair's, 2 and 3 the
@@ -290,6 +282,20 @@ mod imp {
         )
     }
 
+    /// The four 8-byte runs of an activation block's two vectors (`p`
+    /// bytes 0..16, `q` bytes 16..32, or values derived byte by byte),
+    /// each in both halves of a vector: run c meets a group load of two
+    /// rows' values 8c.. (`BlockQ8_0x8`, `BlockQ4_1x8`).
+    #[inline(always)]
+    fn doubled_runs(p: v128, q: v128) -> [v128; 4] {
+        [
+            i64x2_shuffle::<0, 0>(p, p),
+            i64x2_shuffle::<1, 1>(p, p),
+            i64x2_shuffle::<0, 0>(q, q),
+            i64x2_shuffle::<1, 1>(q, q),
+        ]
+    }
+
     /// Repacked Q4_1's sums on the relaxed dot: a 16-byte load holds eight
     /// bytes of two rows, so against eight activation bytes in both halves
     /// of a vector each dot leaves two lanes per row (as SDOT does on
@@ -317,13 +323,7 @@ mod imp {
         #[inline(always)]
         fn sums(&self, _: &BlockQ4_1x8, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
             // a[c]: activation bytes 8c..8c + 8 in both halves.
-            let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
-            let a = [
-                i64x2_shuffle::<0, 0>(v0, v0),
-                i64x2_shuffle::<1, 1>(v0, v0),
-                i64x2_shuffle::<0, 0>(v1, v1),
-                i64x2_shuffle::<1, 1>(v1, v1),
-            ];
+            let a = doubled_runs(load16(&y.qs[..16]), load16(&y.qs[16..]));
             // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
             let mut s = [i32x4_splat(0); 4];
             unrolled!(I in 0 1 2 3 4 5 6 7; {
