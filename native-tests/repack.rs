@@ -231,6 +231,13 @@ fn layout_choice_per_variant() {
         Some(X4I4)
     );
     assert_eq!(layout(CpuVariant::Neon, &cpu(&arm[..1], 0)), None);
+    // SIMD128's i16 products take four bytes of each row per load; the
+    // relaxed dot takes eight of two rows, as Q4_1's tile does.
+    assert_eq!(layout(CpuVariant::Simd128, &cpu(&[Simd128], 0)), Some(X4I4));
+    assert_eq!(
+        layout(CpuVariant::RelaxedSimd, &cpu(&[Simd128, RelaxedSimd], 0)),
+        Some(X8I8)
+    );
     assert_eq!(layout(CpuVariant::Scalar, &cpu(&[], 0)), None);
     let device = CpuDevice::new(None).unwrap();
     assert_eq!(

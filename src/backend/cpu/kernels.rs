@@ -146,18 +146,14 @@ pub struct Kernels {
     /// (`act_rows`), where a variant has an SDOT-by-element kernel for it;
     /// used for four activation rows and more.
     pub gemm_q4_0_x4i4_quads: Option<InterleavedGemmFn<BlockQ4_0x4, BlockQ8_0x4>>,
-    /// `gemm_q4_0_x4i4` taking the activation blocks' sums, where a
-    /// variant's kernel wants them (the relaxed-SIMD one takes the nibbles'
-    /// offset off through them): then used instead of `gemm_q4_0_x4i4` and
-    /// `gemv_q4_0_x4i4`, for any number of activation rows.
-    pub gemm_q4_0_x4i4_sums: Option<GemmSumsFn<BlockQ4_0x4>>,
     pub gemm_q4_0_x8i8: Option<GemmFn<BlockQ4_0x8>>,
     /// The same product with the activation rows also in pairs
     /// (`act_rows`), where a variant has an SMMLA kernel for it; used for
     /// two activation rows and more.
     pub gemm_q4_0_x8i8_pairs: Option<InterleavedGemmFn<BlockQ4_0x8, BlockQ8_0x2>>,
     /// The same product taking the activation blocks' sums, where a
-    /// variant's kernel wants them: then used instead of `gemm_q4_0_x8i8`
+    /// variant's kernel wants them (x86's and relaxed SIMD's take the
+    /// nibbles' offset off through them): then used instead of `gemm_q4_0_x8i8`
     /// and `gemv_q4_0_x8i8`, for any number of activation rows.
     pub gemm_q4_0_x8i8_sums: Option<GemmSumsFn<BlockQ4_0x8>>,
     /// Eight interleaved Q5_0 rows at once, where a variant has it: Q5_0
@@ -270,7 +266,6 @@ impl Kernels {
             gemm_q4_0_x8i8: None,
             gemm_q4_0_x8i8_pairs: None,
             gemm_q4_0_x4i4_quads: None,
-            gemm_q4_0_x4i4_sums: None,
             gemm_q8_0_x8_pairs: None,
             gemm_q8_0_x8i4: None,
             gemm_q8_0_x8i4_quads: None,

@@ -32,14 +32,14 @@ mod imp {
     use crate::backend::cpu::group_tiles::{by_take, gemm_in_tiles, gemm_sums_in_tiles};
     use crate::backend::cpu::kernels::Kernels;
     use crate::backend::cpu::kquant_dot::{self, IntDots};
-    use crate::backend::cpu::repack::{BlockQ4_0x4, X4I4_FLIP};
+    use crate::backend::cpu::repack::{BlockQ4_0x8, X8I8_FLIP};
     use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
     use crate::backend::cpu::repack_q8_0::BlockQ8_0x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
         hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
-        shr_bytes, shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, Q8_0GroupSums,
-        ScaleWidening, Simd128Dots,
+        shr_bytes, shr_bytes_and, store16, unrolled, Q4_1GroupSums, Q8_0GroupSums, ScaleWidening,
+        Simd128Dots,
     };
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
@@ -48,6 +48,9 @@ mod imp {
     // simd128 and relaxed-simd (an engine without them rejects the whole
     // module), so the intrinsics need no run-time check; loads are the
     // bounds-checked `load16`; each kernel checks its slices' lengths.
+
+    // `q4_0_x8_tile` reads the 8x8 layout's nibbles as they are.
+    const _: () = assert!(X8I8_FLIP == 0);
 
     pub(in crate::backend::cpu) fn kernels(base: Kernels) -> Kernels {
         Kernels {
@@ -61,7 +64,7 @@ mod imp {
             vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
             vec_dot_q2_k_q8_k,
             vec_dot_q3_k_q8_k,
-            gemm_q4_0_x4i4_sums: Some(gemm_q4_0_x4i4_sums),
+            gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums),
             gemm_q4_1_x8: Some(gemm_q4_1_x8),
             gemm_q8_0_x8: Some(gemm_q8_0_x8),
             gemm_q8_0_x8_negatable: Some(gemm_q8_0_x8_negatable),
@@ -121,12 +124,12 @@ mod imp {
         q4_1_rows4(x, y, |lo, hi, y| nibble_dot(lo, hi, &y.qs))
     }
 
-    /// The 4x4 layout's product for any number of activation rows (one
+    /// The 8x8 layout's product for any number of activation rows (one
     /// included: the GEMV of every generated token), taking the activation
     /// blocks' sums for the nibbles' offset, so each (group, activation
     /// block) pair no longer sums its activations itself.
-    fn gemm_q4_0_x4i4_sums(
-        group: &[BlockQ4_0x4],
+    fn gemm_q4_0_x8i8_sums(
+        group: &[BlockQ4_0x8],
         x: &[BlockQ8_0],
         sums: &[i32],
         n: usize,
@@ -134,7 +137,8 @@ mod imp {
         stride: usize,
     ) {
         gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
-            by_take!(take, q4_0_x4i4_tile(group, xs, ss, res))
+            let low = opaque(u8x16_splat(0x0F));
+            by_take!(take, q4_0_x8_tile(group, xs, ss, res, low))
         });
     }
 
@@ -296,99 +300,98 @@ mod imp {
         ]
     }
 
-    /// Repacked Q4_1's sums on the relaxed dot: a 16-byte load holds eight
-    /// bytes of two rows, so against eight activation bytes in both halves
-    /// of a vector each dot leaves two lanes per row (as SDOT does on
-    /// NEON), and a pairwise add of four vectors gives four rows' sums. The
-    /// nibbles (0..15) are the dot's 7-bit operand as they are.
+    /// Repacked Q4_1's sums on the relaxed dot (`x8_nibble_sums`).
     struct RelaxedSums {
         /// 0x0F in every byte (`opaque`).
         low: v128,
     }
 
     impl Q4_1GroupSums for RelaxedSums {
-        /// `w[i]`: the low and high nibbles of the block's 16-byte load `i`
-        /// (values 8k.. and 16 + 8k.., k = i / 4, of rows 2(i % 4) and
-        /// 2(i % 4) + 1).
         type Weights = [[v128; 2]; 8];
 
         #[inline(always)]
         fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights {
-            std::array::from_fn(|i| {
-                let v = load16(&b.qs[16 * i..16 * i + 16]);
-                [v128_and(v, self.low), v128_and(u16x8_shr(v, 4), self.low)]
-            })
+            x8_nibbles(&b.qs, self.low)
         }
 
         #[inline(always)]
         fn sums(&self, _: &BlockQ4_1x8, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
-            // a[c]: activation bytes 8c..8c + 8 in both halves.
-            let a = doubled_runs(load16(&y.qs[..16]), load16(&y.qs[16..]));
-            // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
-            let mut s = [i32x4_splat(0); 4];
-            unrolled!(I in 0 1 2 3 4 5 6 7; {
-                let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
-                s[pair] = dot_i7(a[k], lo, s[pair]);
-                s[pair] = dot_i7(a[2 + k], hi, s[pair]);
-            });
-            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+            x8_nibble_sums(w, &y.qs)
         }
     }
 
-    /// The 4x4 layout's four rows times the first `A` rows of `xs`:
-    /// `res[a][r]` = row r · activation row a. Each 16-byte load holds four
-    /// bytes of each of the four rows, so with the matching four activation
-    /// bytes in every lane (`word_x4`) the relaxed dot's lane r gains row r's
-    /// products: no shuffles. The layout's XOR 8 is undone to get q in
-    /// 0..=15; 8·Σy (from `ss`, the activation blocks' sums) is taken off
-    /// per block. Exact, then scaled in `vec_dot`'s order, so each output
-    /// equals the scalar `vec_dot` of its row. The four row scales are
-    /// widened in one vector (in Chromium 10% more generated tokens per
-    /// second than four scalar conversions).
+    /// The nibbles of an 8-row group block's eight 16-byte loads
+    /// (`BlockQ4_1x8`, and `BlockQ4_0x8` outside aarch64, where its
+    /// nibbles are stored as they are): `w[i]` holds the low and high
+    /// nibbles of load `i`, values 8k.. and 16 + 8k.. (k = i / 4) of rows
+    /// 2(i % 4) and 2(i % 4) + 1. `low` is 0x0F in every byte.
     #[inline(always)]
-    fn q4_0_x4i4_tile<const A: usize>(
-        group: &[BlockQ4_0x4],
+    fn x8_nibbles(qs: &[u8; 128], low: v128) -> [[v128; 2]; 8] {
+        std::array::from_fn(|i| {
+            let v = load16(&qs[16 * i..16 * i + 16]);
+            [v128_and(v, low), v128_and(u16x8_shr(v, 4), low)]
+        })
+    }
+
+    /// Σ q·y of the eight rows of `x8_nibbles` against one activation
+    /// block: eight activation bytes in both halves of a vector meet a load
+    /// of two rows, so each dot leaves two lanes per row (as SDOT does on
+    /// NEON), and a pairwise add of four vectors gives four rows' sums.
+    /// The nibbles (0..15) are the dot's 7-bit operand as they are.
+    #[inline(always)]
+    fn x8_nibble_sums(w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
+        // a[c]: activation bytes 8c..8c + 8 in both halves.
+        let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
+        // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
+        let mut s = [i32x4_splat(0); 4];
+        unrolled!(I in 0 1 2 3 4 5 6 7; {
+            let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
+            s[pair] = dot_i7(a[k], lo, s[pair]);
+            s[pair] = dot_i7(a[2 + k], hi, s[pair]);
+        });
+        [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+    }
+
+    /// The 8x8 layout's eight rows times the first `A` rows of `xs`:
+    /// `res[a][r]` = row r · activation row a, the nibbles' sums as
+    /// `x8_nibble_sums` makes them (each activation vector serves four
+    /// loads, where the 4x4 layout splats four bytes per dot), with 8·Σy
+    /// (from `ss`, the activation blocks' sums) taken off per block. Exact,
+    /// then scaled in `vec_dot`'s order, so each output equals the scalar
+    /// `vec_dot` of its row.
+    #[inline(always)]
+    fn q4_0_x8_tile<const A: usize>(
+        group: &[BlockQ4_0x8],
         xs: &[&[BlockQ8_0]; 4],
         ss: &[&[i32]; 4],
-        res: &mut [[f32; 4]; 4],
+        res: &mut [[f32; 8]; 4],
+        low: v128,
     ) {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let ss: [&[i32]; A] = std::array::from_fn(|a| &ss[a][..group.len()]);
-        let mut acc = [f32x4_splat(0.0); A];
-        let (flip, low) = (u8x16_splat(X4I4_FLIP), u8x16_splat(0x0F));
-        // (Constants and `u8x16_shr` stay as they were here, measured:
-        // `ScaleWidening::plain` says why.)
-        let widen = ScaleWidening::plain();
+        let mut acc = [[f32x4_splat(0.0); 2]; A];
+        let widen = ScaleWidening::opaque();
         for (bi, b) in group.iter().enumerate() {
-            // w[k] = (low nibbles, high nibbles) of load k, as q.
-            let w: [[v128; 2]; 4] = std::array::from_fn(|k| {
-                let v = v128_xor(load16(&b.qs[16 * k..16 * k + 16]), flip);
-                [v128_and(v, low), u8x16_shr(v, 4)]
-            });
-            let dw = widen.block_scales4(&b.d);
+            let w = x8_nibbles(&b.qs, low);
+            let [dw] = widen.block_scales([&b.d]);
             let dy = widen.activation_scales::<A>(std::array::from_fn(|a| xs[a][bi].d));
-            // Unrolled by hand: as a loop, V8 kept `acc` in memory and
-            // checked every index.
+            // Unrolled by hand: as a loop, V8 kept `acc` in memory.
             unrolled!(I in 0 1 2 3; {
                 if I < A {
-                    let y = &xs[I][bi];
-                    let mut s = i32x4_splat(0);
-                    for (k, [lo, hi]) in w.iter().enumerate() {
-                        s = dot_i7(word_x4(&y.qs, 4 * k), *lo, s);
-                        s = dot_i7(word_x4(&y.qs, 16 + 4 * k), *hi, s);
-                    }
+                    let s = x8_nibble_sums(&w, &xs[I][bi].qs);
                     // 8·Σy over the block (|Σy| <= 32·128), in every lane.
                     let e = i32x4_splat(8 * ss[I][bi]);
-                    let scaled = f32x4_mul(
-                        f32x4_mul(f32x4_convert_i32x4(i32x4_sub(s, e)), dw),
-                        lane_splat(dy, I),
-                    );
-                    acc[I] = f32x4_add(acc[I], scaled);
+                    let dyi = lane_splat(dy, I);
+                    for h in 0..2 {
+                        let q = f32x4_convert_i32x4(i32x4_sub(s[h], e));
+                        acc[I][h] = f32x4_add(acc[I][h], f32x4_mul(f32x4_mul(q, dw[h]), dyi));
+                    }
                 }
             });
         }
         for (res, acc) in res.iter_mut().zip(acc) {
-            store16(res, acc);
+            store16(&mut res[..4], acc[0]);
+            store16(&mut res[4..], acc[1]);
         }
     }
 

@@ -10,10 +10,11 @@
 //! - `X4I8`: 4 rows, 8 bytes at a time (SMMLA takes 8-byte rows; no variant
 //!   selects it, see `RepackLayout::for_variant`).
 //! - `X8I8`: 8 rows, 8 bytes at a time: 32 bytes feed 4 rows (AVX2 and the
-//!   other x86 variants; on aarch64 wherever i8mm is there, and SVE without
-//!   dotprod). On aarch64 its nibbles are stored XOR 8 as `X4I4`'s
+//!   other x86 variants, relaxed SIMD; on aarch64 wherever i8mm is there,
+//!   and SVE without dotprod). On aarch64 its nibbles are stored XOR 8 as `X4I4`'s
 //!   (`X8I8_FLIP`): its kernels there all unpack 16·(q − 8); x86's
-//!   subtract 8 through the activations' sums and keep Q4_0's nibbles.
+//!   subtract 8 through the activations' sums and keep Q4_0's nibbles, as
+//!   relaxed SIMD's do.
 //!
 //! The other layouts keep the nibbles as in Q4_0 (value + 8). Rows that do
 //! not fill a last group stay plain Q4_0 and go through `vec_dot`. Every layout's scalar kernel sums
@@ -63,11 +64,14 @@ impl RepackLayout {
         }
     }
 
-    /// The layout a variant accelerates: 8x8 for AVX2 (as llama.cpp) and
+    /// The layout a variant accelerates: 8x8 for AVX2 (as llama.cpp), for
+    /// relaxed SIMD (a 16-byte load of two rows meets eight activation
+    /// bytes in both halves of a vector, as Q4_1's tile has it) and
     /// wherever i8mm is there (NEON and SVE at every width: its 16-byte
     /// loads hold eight bytes of two rows, SMMLA's operand, and its SDOT GEMV
     /// runs as few instructions per token as the 4x4 one); 4x4 where SDOT is
-    /// there without i8mm (SDOT by element, `neon_q4_0`) and for SIMD128;
+    /// there without i8mm (SDOT by element, `neon_q4_0`) and for SIMD128
+    /// (its i16 products take four bytes of each row per load);
     /// else the SVE 8x8 kernel where vectors hold 256 bits or more (A64FX).
     /// 4x8 serves only callers that name it (`RepackedQ4_0::new`, the kernel
     /// bench).
@@ -79,9 +83,8 @@ impl RepackLayout {
             CpuVariant::Sve if has(Feature::I8mm) => Some(RepackLayout::X8I8),
             CpuVariant::Sve if has(Feature::Dotprod) => Some(RepackLayout::X4I4),
             CpuVariant::Sve if features.sve_bytes >= 32 => Some(RepackLayout::X8I8),
-            CpuVariant::NeonDotprod | CpuVariant::Simd128 | CpuVariant::RelaxedSimd => {
-                Some(RepackLayout::X4I4)
-            }
+            CpuVariant::NeonDotprod | CpuVariant::Simd128 => Some(RepackLayout::X4I4),
+            CpuVariant::RelaxedSimd => Some(RepackLayout::X8I8),
             CpuVariant::Sve | CpuVariant::Scalar | CpuVariant::Neon => None,
         }
     }
@@ -294,20 +297,10 @@ impl RepackedQ4_0 {
     }
 
     /// Whether `product_rows` reads the activation blocks' sums: where the
-    /// variant's kernel for this layout takes them (8x8: AVX2, avx512; 4x4:
+    /// variant's kernel for the 8x8 layout takes them (AVX2, avx512,
     /// relaxed SIMD).
     pub fn wants_sums(&self, k: &Kernels) -> bool {
-        self.sums_kernel_x4(k).is_some()
-            || matches!(self.groups, Groups::X8(_)) && k.gemm_q4_0_x8i8_sums.is_some()
-    }
-
-    /// The variant's kernel taking activation sums for a four-row layout,
-    /// if it has one for this layout.
-    fn sums_kernel_x4(&self, k: &Kernels) -> Option<GemmSumsFn<BlockQ4_0x4>> {
-        match self.layout {
-            RepackLayout::X4I4 => k.gemm_q4_0_x4i4_sums,
-            _ => None,
-        }
+        matches!(self.groups, Groups::X8(_)) && k.gemm_q4_0_x8i8_sums.is_some()
     }
 
     /// The variant's kernels for a four-row layout: its matrix-matrix one,
@@ -359,15 +352,10 @@ impl RepackedQ4_0 {
             out,
             sums_fit,
             |blocks, per_row, r, out, len| match &self.groups {
-                Groups::X4(g) => match self.sums_kernel_x4(k) {
-                    Some(gemm) => {
-                        groups_with_sums(&g[blocks], per_row, r, gemm, x, sums, n, out, len)
-                    }
-                    None => {
-                        let (gemm, gemv) = self.kernels_x4(k);
-                        groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
-                    }
-                },
+                Groups::X4(g) => {
+                    let (gemm, gemv) = self.kernels_x4(k);
+                    groups_through(&g[blocks], per_row, r, gemm, gemv, x, n, out, len)
+                }
                 Groups::X8(g) => match k.gemm_q4_0_x8i8_sums {
                     Some(gemm) => {
                         groups_with_sums(&g[blocks], per_row, r, gemm, x, sums, n, out, len)

@@ -937,7 +937,7 @@ mod imp {
     /// Activation bytes `at..at + 4` as a little-endian word in every lane:
     /// lane r then meets row r's four bytes of a 4x4 load.
     #[inline(always)]
-    pub(in crate::backend::cpu) fn word_x4(y: &[i8; 32], at: usize) -> v128 {
+    fn word_x4(y: &[i8; 32], at: usize) -> v128 {
         i32x4_splat(i32::from_le_bytes([
             y[at] as u8,
             y[at + 1] as u8,
@@ -1087,12 +1087,10 @@ mod imp {
     }
 
     impl ScaleWidening {
-        /// The constants as `v128.const`s: outside loops, and in the
-        /// relaxed Q4_0 tile, whose generated tokens ran 6-8% slower in
-        /// Chromium with them `opaque` (V8 spilled them and reloaded all
-        /// at the top of every block).
+        /// The constants as `v128.const`s, which V8 rebuilds at every use
+        /// (three instructions each).
         #[inline(always)]
-        pub(in crate::backend::cpu) fn plain() -> Self {
+        fn plain() -> Self {
             Self {
                 magnitude: i16x8_splat(0x7FFF),
                 largest_finite: u16x8_splat(0x7BFF),
@@ -1101,7 +1099,8 @@ mod imp {
             }
         }
 
-        /// For a kernel's loop: the constants made once.
+        /// For a kernel's loop: the constants made once. (The relaxed Q4_0
+        /// 8x8 tile ran its prompts 6% slower in Chromium with `plain`'s.)
         #[inline(always)]
         pub(in crate::backend::cpu) fn opaque() -> Self {
             let p = Self::plain();
@@ -1660,8 +1659,8 @@ pub(super) use imp::kernels;
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
     hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
-    shr_bytes, shr_bytes_and, store16, unrolled, word_x4, Q4_1GroupSums, Q8_0GroupSums,
-    ScaleWidening, Simd128Dots,
+    shr_bytes, shr_bytes_and, store16, unrolled, Q4_1GroupSums, Q8_0GroupSums, ScaleWidening,
+    Simd128Dots,
 };
 
 /// Without simd128 in the module the variant is never supported, so this
