@@ -25,7 +25,11 @@ async function laminaWeb(model, threads) {
     const info = await page.evaluate(() => window.laminaPage.info);
     if (!info) throw new Error(await page.textContent('#engine'));
     await page.click('#bench');
-    await page.waitForFunction(() => window.laminaPage.bench, null, { timeout: 600_000 });
+    // Polled once a second: Playwright's default polls on every animation
+    // frame, which took CPU from the bench's threads on this 2-core machine
+    // (Q8_0 at 2 threads: 6% more prompt tokens a second polled so;
+    // wllama's bench is awaited as one promise, with no polling).
+    await page.waitForFunction(() => window.laminaPage.bench, null, { timeout: 600_000, polling: 1000 });
     return { rows: await page.evaluate(() => window.laminaPage.bench), info };
   } finally {
     await page.close();
