@@ -22,13 +22,6 @@ pub trait GroupBlock: Copy + Send + Sync + std::fmt::Debug + 'static {
     type Act: Block;
     /// The group block of one column block of eight rows.
     fn interleave(rows: [&Self::Row; ROWS]) -> Self;
-
-    /// Whether every value of a row block negates within its 8 bits (no
-    /// Q8_0 byte of -128), so a kernel may move signs onto it. `false`
-    /// unless a layout's kernels ask (`repack_q8_0`).
-    fn negatable(_row: &Self::Row) -> bool {
-        false
-    }
 }
 
 /// A weight matrix in groups of eight interleaved rows.
@@ -39,8 +32,6 @@ pub struct Interleaved<G: GroupBlock> {
     groups: Vec<G>,
     /// Rows past the last whole group, as stored in the file.
     tail: Vec<G::Row>,
-    /// Whether every row block in the groups is `GroupBlock::negatable`.
-    negatable: bool,
 }
 
 impl<G: GroupBlock> Interleaved<G> {
@@ -56,7 +47,6 @@ impl<G: GroupBlock> Interleaved<G> {
             )));
         }
         let whole = rows / ROWS * ROWS;
-        let negatable = weights[..whole * per_row].iter().all(G::negatable);
         let groups = (0..whole / ROWS)
             .flat_map(|g| (0..per_row).map(move |b| (g, b)))
             .map(|(g, b)| {
@@ -70,7 +60,6 @@ impl<G: GroupBlock> Interleaved<G> {
             cols,
             groups,
             tail: weights[whole * per_row..].to_vec(),
-            negatable,
         })
     }
 
@@ -80,12 +69,6 @@ impl<G: GroupBlock> Interleaved<G> {
 
     pub fn cols(&self) -> usize {
         self.cols
-    }
-
-    /// Whether every value in the groups negates within its 8 bits
-    /// (`GroupBlock::negatable`).
-    pub fn negatable(&self) -> bool {
-        self.negatable
     }
 
     /// Bytes the groups and the tail take.
@@ -150,11 +133,9 @@ pub type GroupGemmFn<G> = fn(&[G], &[<G as GroupBlock>::Act], usize, &mut [f32],
 /// A group layout whose kernel takes the activations alone (Q5_0's also
 /// takes their sums, and has its own `product_rows`).
 pub trait PlainGroup: GroupBlock {
-    /// The variant's group kernel for a matrix whose groups are
-    /// `negatable` or not, else the scalar twin; and the variant's
+    /// The variant's group kernel, else the scalar twin; and the variant's
     /// `vec_dot` for the tail rows.
-    fn kernels(k: &Kernels, negatable: bool)
-        -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>);
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>);
 }
 
 impl<G: PlainGroup> Interleaved<G> {
@@ -167,7 +148,7 @@ impl<G: PlainGroup> Interleaved<G> {
         rows: Range<usize>,
         out: &mut [f32],
     ) -> Result<()> {
-        let (gemm, dot) = G::kernels(k, self.negatable);
+        let (gemm, dot) = G::kernels(k);
         self.rows_through(gemm, dot, x, n, rows, out)
     }
 }

@@ -165,12 +165,6 @@ pub struct Kernels {
     pub gemm_q6_k_x8: Option<GemmQ6KFn>,
     /// As `gemm_q5_0_x8`, for Q8_0 (`repack_q8_0`).
     pub gemm_q8_0_x8: Option<GemmFn<BlockQ8_0x8>>,
-    /// `gemm_q8_0_x8` for weights with no byte of -128
-    /// (`Interleaved::negatable`), where a variant has a faster kernel for
-    /// them (relaxed SIMD's moves the activations' signs onto the weights):
-    /// then used instead of `gemm_q8_0_x8`. It must give the same results
-    /// for every activation block.
-    pub gemm_q8_0_x8_negatable: Option<GemmFn<BlockQ8_0x8>>,
     /// The same product with the activation rows also in pairs
     /// (`act_rows`), where a variant has an SMMLA kernel for it; used for
     /// two activation rows and more.
@@ -275,7 +269,6 @@ impl Kernels {
             gemm_q6_k_x8: None,
             gemm_q4_1_x8: None,
             gemm_q8_0_x8: None,
-            gemm_q8_0_x8_negatable: None,
             rms_norm: rows::rms_norm,
             layer_norm: rows::layer_norm,
             rope: rows::rope,

@@ -11,15 +11,17 @@
 //! for repacked Q4_1's group kernel, whose float steps are SIMD128's
 //! (`simd128::q4_1_x8_tile`).
 //!
-//! Q8_0's operands are both signed. Its repacked group kernel gives the
-//! activation bytes to the dot as their low seven bits and their sign bit,
-//! two dots per sixteen weight bytes, with the two parts made once per
-//! activation block for all eight rows (`q8_0_x8_tile`). Split per dot
-//! instead, they cost three more operations each and ran slower than
-//! SIMD128 in Chromium, so the row-by-row Q8_0 dots stay SIMD128's. Where
-//! no weight in the groups is -128 (checked at repack,
-//! `Interleaved::negatable`; quantizers write none), a second group kernel
-//! moves the activations' signs onto the weights instead: one dot per load.
+//! Q8_0's operands are both signed. Its repacked group kernel moves the
+//! activations' signs onto the weights: the dot takes |a| as its 7-bit
+//! operand and the weight's bits flipped where a < 0, (w ^ m)·|a| = w·a -
+//! |a| there, with the block's Σ|a| over its negative activations added
+//! back once (`FlippedWeightsQ8_0`): one dot and one XOR per load, for
+//! every weight byte. An activation block holding -128 gives each
+//! activation byte to the dot as its low seven bits and its sign bit
+//! instead, two dots per load (`SignSplitQ8_0`). Split per dot instead of
+//! per activation block, that cost three more operations each and ran
+//! slower than SIMD128 in Chromium, so the row-by-row Q8_0 dots stay
+//! SIMD128's.
 //!
 //! The module exists only in a build with relaxed-simd enabled (the npm
 //! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
@@ -67,7 +69,6 @@ mod imp {
             gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums),
             gemm_q4_1_x8: Some(gemm_q4_1_x8),
             gemm_q8_0_x8: Some(gemm_q8_0_x8),
-            gemm_q8_0_x8_negatable: Some(gemm_q8_0_x8_negatable),
             ..crate::backend::cpu::simd128::kernels(base)
         }
     }
@@ -165,42 +166,32 @@ mod imp {
         stride: usize,
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            let way = SignSplitQ8_0::new();
-            by_take!(take, q8_0_x8_tile(group, xs, res, &way))
-        });
-    }
-
-    /// `gemm_q8_0_x8` for weights with no byte of -128: the activations'
-    /// signs move onto the weights (`SignedWeightsQ8_0`).
-    fn gemm_q8_0_x8_negatable(
-        group: &[BlockQ8_0x8],
-        x: &[BlockQ8_0],
-        n: usize,
-        out: &mut [f32],
-        stride: usize,
-    ) {
-        gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            let way = SignedWeightsQ8_0 {
+            let way = FlippedWeightsQ8_0 {
                 split: SignSplitQ8_0::new(),
+                ones: opaque(i8x16_splat(1)),
             };
             by_take!(take, q8_0_x8_tile(group, xs, res, &way))
         });
     }
 
-    /// Repacked Q8_0's sums on the relaxed dot for weights with no byte of
-    /// -128 (`Interleaved::negatable`): w·a = (w·sign(a))·|a|, |a| the
-    /// 7-bit operand and w·sign(a) the weight negated in place where a < 0
-    /// ((w ^ m) - m, m = -1 there), which cannot wrap. One dot per 16-byte
-    /// load of weights plus two cheap operations, against `SignSplitQ8_0`'s
-    /// two dots. An activation block holding -128, whose magnitude is not a
+    /// Repacked Q8_0's sums on the relaxed dot with the activations' signs
+    /// on the weights: |a| is the 7-bit operand, and where a < 0 the weight
+    /// goes in with its bits flipped (w ^ m, m = -1 there), which is -w - 1
+    /// for every byte, -128 included, so (w ^ m)·|a| = (-w - 1)·(-a) =
+    /// w·a - |a|. The block's Σ|a| over its negative activations, the same
+    /// for every row, is added back once per activation block. One dot and
+    /// one XOR per 16-byte load of weights, against `SignSplitQ8_0`'s two
+    /// dots. An activation block holding -128, whose magnitude is not a
     /// 7-bit value (lamina's quantizer writes none), takes `SignSplitQ8_0`'s
     /// way. The integer sums are the same, so results equal SIMD128's bit
     /// for bit.
-    struct SignedWeightsQ8_0 {
+    struct FlippedWeightsQ8_0 {
         split: SignSplitQ8_0,
+        /// 1 in every byte (`opaque`).
+        ones: v128,
     }
 
-    impl Q8_0GroupSums for SignedWeightsQ8_0 {
+    impl Q8_0GroupSums for FlippedWeightsQ8_0 {
         #[inline(always)]
         fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2] {
             let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
@@ -210,33 +201,40 @@ mod imp {
                 return self.split.sums(b, y);
             }
             let (m0, m1) = (i8x16_shr(v0, 7), i8x16_shr(v1, 7));
+            // Σ|a| over the negative activations, spread so that lanes 0
+            // and 1 hold all of it between them, and lanes 2 and 3 too:
+            // each row's sums start there.
+            let t = dot_i7(
+                self.ones,
+                v128_and(u1, m1),
+                dot16(self.ones, v128_and(u0, m0)),
+            );
+            let back = i32x4_add(t, i32x4_shuffle::<2, 3, 0, 1>(t, t));
             // u[c], m[c]: magnitudes and sign masks of activation bytes
             // 8c..8c + 8, in both halves.
             let (u, m) = (doubled_runs(u0, u1), doubled_runs(m0, m1));
             // s[pair]: lanes 0 and 1 row 2·pair's sums, 2 and 3 the next row's.
-            let mut s = [i32x4_splat(0); 4];
+            let mut s = [back; 4];
             unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
                 let (k, pair) = (I / 4, I % 4);
                 let w = load16(&b.qs[16 * I..16 * I + 16]);
-                let signed = i8x16_sub(v128_xor(w, m[k]), m[k]);
-                s[pair] = dot_i7(signed, u[k], s[pair]);
+                s[pair] = dot_i7(v128_xor(w, m[k]), u[k], s[pair]);
             });
             [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
         }
     }
 
-    /// Repacked Q8_0's sums on the relaxed dot (`simd128::q8_0_x8_tile`
-    /// runs the tile). Both operands are signed, so the activation byte
-    /// goes in as its low seven bits and its sign: a = (a & 0x7F) - 128·[a < 0],
-    /// and Σ w·a = dot(w, a & 0x7F) - 128·dot(w, [a < 0]), both second
-    /// operands in 0..=127 (exact for every byte value of either side). The
-    /// activations' two parts are made once per activation block and serve
-    /// all eight rows, so each 16-byte load of weights costs two dots where
-    /// SIMD128 widens and multiplies in pairs. A load holds values 8k.. of
-    /// two rows (`BlockQ8_0x8`), against eight activation bytes in both
-    /// halves of a vector, as `RelaxedSums` does for Q4_1. The integer sums
-    /// equal SIMD128's (`WidenedQ8_0`), and the tile scales them alike:
-    /// results equal SIMD128's bit for bit.
+    /// Repacked Q8_0's sums on the relaxed dot for any activation block
+    /// (`FlippedWeightsQ8_0`'s way for one holding -128). Both operands are
+    /// signed, so the activation byte goes in as its low seven bits and its
+    /// sign: a = (a & 0x7F) - 128·[a < 0], and Σ w·a = dot(w, a & 0x7F) -
+    /// 128·dot(w, [a < 0]), both second operands in 0..=127 (exact for every
+    /// byte value of either side), made once per activation block for all
+    /// eight rows: two dots per 16-byte load of weights. A load holds
+    /// values 8k.. of two rows (`BlockQ8_0x8`), against eight activation
+    /// bytes in both halves of a vector, as `x8_nibble_sums` does for Q4_0
+    /// and Q4_1. The integer sums equal SIMD128's (`WidenedQ8_0`), and the
+    /// tile scales them alike: results equal SIMD128's bit for bit.
     struct SignSplitQ8_0 {
         /// 0x7F in every byte (`opaque`).
         low7: v128,

@@ -76,7 +76,7 @@ impl BlockQ4_1x8 {
 pub type RepackedQ4_1 = Interleaved<BlockQ4_1x8>;
 
 impl PlainGroup for BlockQ4_1x8 {
-    fn kernels(k: &Kernels, _: bool) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
         (k.gemm_q4_1_x8.unwrap_or(gemm_q4_1_x8), k.vec_dot_q4_1_q8_1)
     }
 }

@@ -85,7 +85,7 @@ impl BlockQ4Kx8 {
 pub type RepackedQ4K = Interleaved<BlockQ4Kx8>;
 
 impl PlainGroup for BlockQ4Kx8 {
-    fn kernels(k: &Kernels, _: bool) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
         (k.gemm_q4_k_x8.unwrap_or(gemm_q4_k_x8), k.vec_dot_q4_k_q8_k)
     }
 }

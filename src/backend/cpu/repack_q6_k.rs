@@ -98,7 +98,7 @@ impl BlockQ6Kx8 {
 pub type RepackedQ6K = Interleaved<BlockQ6Kx8>;
 
 impl PlainGroup for BlockQ6Kx8 {
-    fn kernels(k: &Kernels, _: bool) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
         (k.gemm_q6_k_x8.unwrap_or(gemm_q6_k_x8), k.vec_dot_q6_k_q8_k)
     }
 }

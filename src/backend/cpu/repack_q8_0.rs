@@ -64,25 +64,14 @@ impl GroupBlock for BlockQ8_0x8 {
         }
         g
     }
-
-    /// No byte of -128: llama.cpp's quantizer and lamina's write values in
-    /// -127..=127, but a file may hold -128.
-    fn negatable(row: &BlockQ8_0) -> bool {
-        !row.qs.contains(&i8::MIN)
-    }
 }
 
 /// A Q8_0 weight matrix in groups of eight interleaved rows.
 pub type RepackedQ8_0 = Interleaved<BlockQ8_0x8>;
 
 impl PlainGroup for BlockQ8_0x8 {
-    fn kernels(
-        k: &Kernels,
-        negatable: bool,
-    ) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
-        let faster = k.gemm_q8_0_x8_negatable.filter(|_| negatable);
-        let gemm = faster.or(k.gemm_q8_0_x8).unwrap_or(gemm_q8_0_x8);
-        (gemm, k.vec_dot_q8_0_q8_0)
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+        (k.gemm_q8_0_x8.unwrap_or(gemm_q8_0_x8), k.vec_dot_q8_0_q8_0)
     }
 }
 
@@ -230,7 +219,7 @@ impl GroupBlock for BlockQ8_0x8i4 {
 pub type RepackedQ8_0x8i4 = Interleaved<BlockQ8_0x8i4>;
 
 impl PlainGroup for BlockQ8_0x8i4 {
-    fn kernels(k: &Kernels, _: bool) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
+    fn kernels(k: &Kernels) -> (GroupGemmFn<Self>, VecDotFn<Self::Row, Self::Act>) {
         (
             k.gemm_q8_0_x8i4.unwrap_or(gemm_q8_0_x8i4),
             k.vec_dot_q8_0_q8_0,
