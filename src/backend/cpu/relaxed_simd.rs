@@ -18,10 +18,10 @@
 //! back once (`FlippedWeightsQ8_0`): one dot and one XOR per load, for
 //! every weight byte. An activation block holding -128 gives each
 //! activation byte to the dot as its low seven bits and its sign bit
-//! instead, two dots per load (`SignSplitQ8_0`). Split per dot instead of
-//! per activation block, that cost three more operations each and ran
-//! slower than SIMD128 in Chromium, so the row-by-row Q8_0 dots stay
-//! SIMD128's.
+//! instead, two dots per load (`SignSplitQ8_0`). Row-by-row dots would
+//! split each activation run per dot rather than once per block: three
+//! more operations each, slower than SIMD128 in Chromium, so the
+//! row-by-row Q8_0 dots stay SIMD128's.
 //!
 //! The module exists only in a build with relaxed-simd enabled (the npm
 //! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
@@ -287,7 +287,7 @@ mod imp {
     /// The four 8-byte runs of an activation block's two vectors (`p`
     /// bytes 0..16, `q` bytes 16..32, or values derived byte by byte),
     /// each in both halves of a vector: run c meets a group load of two
-    /// rows' values 8c.. (`BlockQ8_0x8`, `BlockQ4_1x8`).
+    /// rows' values 8c.. (`BlockQ8_0x8`, `BlockQ4_0x8`, `BlockQ4_1x8`).
     #[inline(always)]
     fn doubled_runs(p: v128, q: v128) -> [v128; 4] {
         [
