@@ -17,13 +17,23 @@ use lamina::tensor::blocks::*;
 
 const LAYOUTS: [RepackLayout; 3] = [RepackLayout::X4I4, RepackLayout::X4I8, RepackLayout::X8I8];
 
+/// Every supported variant's table; for relaxed SIMD both forms of its
+/// nibble kernels (the engine's lowering of the dot picks one at run time,
+/// `Kernels::relaxed_simd_forms`).
 fn supported_kernels() -> Vec<Kernels> {
     let device = CpuDevice::new(Some("scalar")).unwrap();
-    CpuVariant::compiled_variants()
+    #[allow(unused_mut)]
+    let mut all: Vec<Kernels> = CpuVariant::compiled_variants()
         .into_iter()
         .filter(|v| v.supported(device.features()))
         .map(|v| device.kernels_for(v).unwrap())
-        .collect()
+        .collect();
+    #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
+    {
+        assert!(all.iter().any(|k| k.variant == CpuVariant::RelaxedSimd));
+        all.extend(Kernels::relaxed_simd_forms());
+    }
+    all
 }
 
 /// Asserts that a group kernel's output for a row of whole groups matches

@@ -325,6 +325,19 @@ impl Kernels {
         .with_variant(variant, RepackLayout::for_variant(variant, features))
     }
 
+    /// relaxed SIMD's table in each form of its nibble kernels (on the i32
+    /// dot or on i16 sums; the engine's lowering of the dot picks one when
+    /// the variant is chosen), so the tests check both on any engine.
+    #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
+    pub fn relaxed_simd_forms() -> Vec<Kernels> {
+        let features = super::CpuFeatures::detect();
+        let layout = RepackLayout::for_variant(CpuVariant::RelaxedSimd, &features);
+        super::relaxed_simd::both_forms(Kernels::scalar())
+            .into_iter()
+            .map(|k| k.with_variant(CpuVariant::RelaxedSimd, layout))
+            .collect()
+    }
+
     fn with_variant(mut self, variant: CpuVariant, repack: Option<RepackLayout>) -> Kernels {
         self.variant = variant;
         self.repack = repack;

@@ -32,6 +32,14 @@
 //! more operations each, slower than SIMD128 in Chromium, so the
 //! row-by-row Q8_0 dots stay SIMD128's.
 //!
+//! The nibble kernels (repacked Q4_0 and Q4_1) come in two forms with the
+//! same exact sums, picked when the variant is chosen by how the engine
+//! lowers the dot (`dot_saturates_in_i16`): on the i32 dot, one instruction
+//! where the CPU has VNNI or SDOT, or on the i16 dot with four results
+//! summed in i16 lanes before one widening, where the i32 dot takes five
+//! instructions (V8 on x86 without AVX-VNNI, such as Zen 4: Chromium's Q4_0
+//! prompts ran 44% faster, Q4_1's 28%).
+//!
 //! The module exists only in a build with relaxed-simd enabled (the npm
 //! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
 //! correctly: `npm/simd.js`).
@@ -63,7 +71,41 @@ mod imp {
     // `q4_0_x8_tile` reads the 8x8 layout's nibbles as they are.
     const _: () = assert!(X8I8_FLIP == 0);
 
+    /// The table for this engine: the nibble kernels in the form its
+    /// lowering of the relaxed dot runs faster (`NibbleSums`).
     pub(in crate::backend::cpu) fn kernels(base: Kernels) -> Kernels {
+        if dot_saturates_in_i16() {
+            kernels_with::<I16Sums>(base)
+        } else {
+            kernels_with::<I32Sums>(base)
+        }
+    }
+
+    /// The table in each form of the nibble kernels, whichever this engine
+    /// would pick: both are tested on every engine.
+    pub(in crate::backend::cpu) fn both_forms(base: Kernels) -> [Kernels; 2] {
+        [
+            kernels_with::<I32Sums>(base.clone()),
+            kernels_with::<I16Sums>(base),
+        ]
+    }
+
+    /// Whether the engine runs `i32x4.relaxed_dot_i8x16_i7x16_add_s` as x86
+    /// without AVX-VNNI has it (V8: `pmaddubsw`, then `pmaddwd` by ones and
+    /// an add, with the ones rebuilt for each dot: five instructions where
+    /// `pmaddubsw` alone is the i16 dot). The 7-bit operand out of range
+    /// tells the lowerings apart: 255 against 127 in every byte gives each
+    /// lane 2·32767 there (`pmaddubsw` reads it unsigned and saturates each
+    /// pair's i16 sum), 4·255·127 with VNNI's `vpdpbusd` (no i16 step) and
+    /// -4·127 with SDOT (signed), the two where the i32 dot is one
+    /// instruction.
+    #[inline(never)]
+    fn dot_saturates_in_i16() -> bool {
+        let (a, b) = (opaque(i8x16_splat(127)), opaque(u8x16_splat(255)));
+        i32x4_extract_lane::<0>(dot16(a, b)) == 2 * i16::MAX as i32
+    }
+
+    fn kernels_with<S: NibbleSums>(base: Kernels) -> Kernels {
         Kernels {
             vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1,
@@ -75,8 +117,8 @@ mod imp {
             vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
             vec_dot_q2_k_q8_k,
             vec_dot_q3_k_q8_k,
-            gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums),
-            gemm_q4_1_x8: Some(gemm_q4_1_x8),
+            gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums::<S>),
+            gemm_q4_1_x8: Some(gemm_q4_1_x8::<S>),
             gemm_q8_0_x8: Some(gemm_q8_0_x8),
             ..crate::backend::cpu::simd128::kernels(base)
         }
@@ -138,7 +180,7 @@ mod imp {
     /// included: the GEMV of every generated token), taking the activation
     /// blocks' sums for the nibbles' offset, so each (group, activation
     /// block) pair no longer sums its activations itself.
-    fn gemm_q4_0_x8i8_sums(
+    fn gemm_q4_0_x8i8_sums<S: NibbleSums>(
         group: &[BlockQ4_0x8],
         x: &[BlockQ8_0],
         sums: &[i32],
@@ -148,11 +190,11 @@ mod imp {
     ) {
         gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
             let low = opaque(u8x16_splat(0x0F));
-            by_take!(take, q4_0_x8_tile(group, xs, ss, res, low))
+            by_take!(take, q4_0_x8_tile(group, xs, ss, res, low, S::default()))
         });
     }
 
-    fn gemm_q4_1_x8(
+    fn gemm_q4_1_x8<S: NibbleSums>(
         group: &[BlockQ4_1x8],
         x: &[BlockQ8_1],
         n: usize,
@@ -160,8 +202,9 @@ mod imp {
         stride: usize,
     ) {
         gemm_in_tiles(group, x, n, out, stride, |take, xs, res| {
-            let way = RelaxedSums {
+            let way = RelaxedSums::<S> {
                 low: opaque(u8x16_splat(0x0F)),
+                form: S::default(),
             };
             by_take!(take, q4_1_x8_tile(group, xs, res, &way))
         });
@@ -241,7 +284,7 @@ mod imp {
     /// byte value of either side), made once per activation block for all
     /// eight rows: two dots per 16-byte load of weights. A load holds
     /// values 8k.. of two rows (`BlockQ8_0x8`), against eight activation
-    /// bytes in both halves of a vector, as `x8_nibble_sums` does for Q4_0
+    /// bytes in both halves of a vector, as `NibbleSums` does for Q4_0
     /// and Q4_1. The integer sums equal SIMD128's (`WidenedQ8_0`), and the
     /// tile scales them alike: results equal SIMD128's bit for bit.
     struct SignSplitQ8_0 {
@@ -307,13 +350,14 @@ mod imp {
         ]
     }
 
-    /// Repacked Q4_1's sums on the relaxed dot (`x8_nibble_sums`).
-    struct RelaxedSums {
+    /// Repacked Q4_1's sums on the relaxed dot (`NibbleSums`).
+    struct RelaxedSums<S> {
         /// 0x0F in every byte (`opaque`).
         low: v128,
+        form: S,
     }
 
-    impl Q4_1GroupSums for RelaxedSums {
+    impl<S: NibbleSums> Q4_1GroupSums for RelaxedSums<S> {
         type Weights = [[v128; 2]; 8];
 
         #[inline(always)]
@@ -323,7 +367,7 @@ mod imp {
 
         #[inline(always)]
         fn sums(&self, _: &BlockQ4_1x8, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
-            x8_nibble_sums(w, &y.qs)
+            self.form.sums(w, &y.qs)
         }
     }
 
@@ -344,24 +388,61 @@ mod imp {
     /// block: eight activation bytes in both halves of a vector meet a load
     /// of two rows, so each dot leaves two lanes per row (as SDOT does on
     /// NEON), and a pairwise add of four vectors gives four rows' sums.
-    /// The nibbles (0..15) are the dot's 7-bit operand as they are.
-    #[inline(always)]
-    fn x8_nibble_sums(w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
-        // a[c]: activation bytes 8c..8c + 8 in both halves.
-        let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
-        // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
-        let mut s = [i32x4_splat(0); 4];
-        unrolled!(I in 0 1 2 3 4 5 6 7; {
-            let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
-            s[pair] = dot_i7(a[k], lo, s[pair]);
-            s[pair] = dot_i7(a[2 + k], hi, s[pair]);
-        });
-        [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+    /// The nibbles (0..15) are the dot's 7-bit operand as they are. Two
+    /// forms with the same exact sums, the engine's faster one picked at
+    /// run time (`dot_saturates_in_i16`).
+    trait NibbleSums: Copy + Default {
+        fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2];
+    }
+
+    /// On the i32 dot: one SDOT or VNNI instruction a dot where the engine
+    /// has them.
+    #[derive(Clone, Copy, Default)]
+    struct I32Sums;
+
+    impl NibbleSums for I32Sums {
+        #[inline(always)]
+        fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
+            // a[c]: activation bytes 8c..8c + 8 in both halves.
+            let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
+            // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
+            let mut s = [i32x4_splat(0); 4];
+            unrolled!(I in 0 1 2 3 4 5 6 7; {
+                let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
+                s[pair] = dot_i7(a[k], lo, s[pair]);
+                s[pair] = dot_i7(a[2 + k], hi, s[pair]);
+            });
+            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+        }
+    }
+
+    /// On the i16 dot (`pmaddubsw` alone on x86), four dots summed in i16
+    /// lanes before one widening: each dot's lane is two products of a
+    /// nibble and a byte, |q·a + q'·a'| <= 2·15·128, so four stay within
+    /// 4·3840 = 15360, inside i16.
+    #[derive(Clone, Copy, Default)]
+    struct I16Sums;
+
+    impl NibbleSums for I16Sums {
+        #[inline(always)]
+        fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
+            let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
+            // s[pair]: lanes 0..4 hold row 2·pair's sums, 4..8 the next row's.
+            let mut s = [i16x8_splat(0); 4];
+            unrolled!(I in 0 1 2 3 4 5 6 7; {
+                let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
+                s[pair] = i16x8_add(s[pair], i16x8_relaxed_dot_i8x16_i7x16(a[k], lo));
+                s[pair] = i16x8_add(s[pair], i16x8_relaxed_dot_i8x16_i7x16(a[2 + k], hi));
+            });
+            // (A closure: the intrinsic, a target-feature function, is no `Fn`.)
+            let s = s.map(|v| i32x4_extadd_pairwise_i16x8(v));
+            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+        }
     }
 
     /// The 8x8 layout's eight rows times the first `A` rows of `xs`:
     /// `res[a][r]` = row r · activation row a, the nibbles' sums as
-    /// `x8_nibble_sums` makes them (each activation vector serves four
+    /// `NibbleSums` makes them (each activation vector serves four
     /// loads, where the 4x4 layout splats four bytes per dot), with 8·Σy
     /// (from `ss`, the activation blocks' sums) taken off per block. Exact,
     /// then scaled in `vec_dot`'s order but for the last multiply, fused
@@ -373,6 +454,7 @@ mod imp {
         ss: &[&[i32]; 4],
         res: &mut [[f32; 8]; 4],
         low: v128,
+        form: impl NibbleSums,
     ) {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let ss: [&[i32]; A] = std::array::from_fn(|a| &ss[a][..group.len()]);
@@ -385,7 +467,7 @@ mod imp {
             // Unrolled by hand: as a loop, V8 kept `acc` in memory.
             unrolled!(I in 0 1 2 3; {
                 if I < A {
-                    let s = x8_nibble_sums(&w, &xs[I][bi].qs);
+                    let s = form.sums(&w, &xs[I][bi].qs);
                     // 8·Σy over the block (|Σy| <= 32·128), in every lane.
                     let e = i32x4_splat(8 * ss[I][bi]);
                     let dyi = lane_splat(dy, I);
@@ -531,7 +613,7 @@ mod imp {
 }
 
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
-pub(super) use imp::kernels;
+pub(super) use imp::{both_forms, kernels};
 
 /// Without relaxed-simd in the module the variant is not compiled, so this
 /// table is never asked for; it is SIMD128's.
