@@ -18,7 +18,7 @@ use lamina::tensor::blocks::*;
 const LAYOUTS: [RepackLayout; 3] = [RepackLayout::X4I4, RepackLayout::X4I8, RepackLayout::X8I8];
 
 /// Every supported variant's table; for relaxed SIMD both forms of its
-/// nibble kernels (the engine's lowering of the dot picks one at run time,
+/// group kernels (the engine's lowering of the dot picks one at run time,
 /// `Kernels::relaxed_simd_forms`).
 fn supported_kernels() -> Vec<Kernels> {
     let device = CpuDevice::new(Some("scalar")).unwrap();

@@ -325,7 +325,7 @@ impl Kernels {
         .with_variant(variant, RepackLayout::for_variant(variant, features))
     }
 
-    /// relaxed SIMD's table in each form of its nibble kernels (on the i32
+    /// relaxed SIMD's table in each form of its group kernels (on the i32
     /// dot or on i16 sums; the engine's lowering of the dot picks one when
     /// the variant is chosen), so the tests check both on any engine.
     #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]

@@ -32,13 +32,14 @@
 //! more operations each, slower than SIMD128 in Chromium, so the
 //! row-by-row Q8_0 dots stay SIMD128's.
 //!
-//! The nibble kernels (repacked Q4_0 and Q4_1) come in two forms with the
-//! same exact sums, picked when the variant is chosen by how the engine
+//! The group kernels (repacked Q4_0, Q4_1 and Q8_0) come in two forms with
+//! the same exact sums, picked when the variant is chosen by how the engine
 //! lowers the dot (`dot_saturates_in_i16`): on the i32 dot, one instruction
-//! where the CPU has VNNI or SDOT, or on the i16 dot with four results
-//! summed in i16 lanes before one widening, where the i32 dot takes five
-//! instructions (V8 on x86 without AVX-VNNI, such as Zen 4: Chromium's Q4_0
-//! prompts ran 44% faster, Q4_1's 28%).
+//! where the CPU has VNNI or SDOT, or on the i16 dot where the i32 dot
+//! takes five instructions (V8 on x86 without AVX-VNNI, such as Zen 4),
+//! the nibbles' four results summed in i16 lanes before one widening, each
+//! Q8_0 result widened by a multiply-add with ones (Chromium's prompts on
+//! Zen 4: Q4_0 21-44% faster, Q4_1 28%, Q8_0 26%).
 //!
 //! The module exists only in a build with relaxed-simd enabled (the npm
 //! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
@@ -72,12 +73,12 @@ mod imp {
     const _: () = assert!(X8I8_FLIP == 0);
 
     /// The table for this engine: the nibble kernels in the form its
-    /// lowering of the relaxed dot runs faster (`NibbleSums`).
+    /// lowering of the relaxed dot runs faster (`DotForm`).
     pub(in crate::backend::cpu) fn kernels(base: Kernels) -> Kernels {
         if dot_saturates_in_i16() {
-            kernels_with::<I16Sums>(base)
+            kernels_with::<I16Dots>(base)
         } else {
-            kernels_with::<I32Sums>(base)
+            kernels_with::<I32Dots>(base)
         }
     }
 
@@ -85,8 +86,8 @@ mod imp {
     /// would pick: both are tested on every engine.
     pub(in crate::backend::cpu) fn both_forms(base: Kernels) -> [Kernels; 2] {
         [
-            kernels_with::<I32Sums>(base.clone()),
-            kernels_with::<I16Sums>(base),
+            kernels_with::<I32Dots>(base.clone()),
+            kernels_with::<I16Dots>(base),
         ]
     }
 
@@ -105,7 +106,7 @@ mod imp {
         i32x4_extract_lane::<0>(dot16(a, b)) == 2 * i16::MAX as i32
     }
 
-    fn kernels_with<S: NibbleSums>(base: Kernels) -> Kernels {
+    fn kernels_with<S: DotForm>(base: Kernels) -> Kernels {
         Kernels {
             vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1,
@@ -119,7 +120,7 @@ mod imp {
             vec_dot_q3_k_q8_k,
             gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums::<S>),
             gemm_q4_1_x8: Some(gemm_q4_1_x8::<S>),
-            gemm_q8_0_x8: Some(gemm_q8_0_x8),
+            gemm_q8_0_x8: Some(gemm_q8_0_x8::<S>),
             ..crate::backend::cpu::simd128::kernels(base)
         }
     }
@@ -180,7 +181,7 @@ mod imp {
     /// included: the GEMV of every generated token), taking the activation
     /// blocks' sums for the nibbles' offset, so each (group, activation
     /// block) pair no longer sums its activations itself.
-    fn gemm_q4_0_x8i8_sums<S: NibbleSums>(
+    fn gemm_q4_0_x8i8_sums<S: DotForm>(
         group: &[BlockQ4_0x8],
         x: &[BlockQ8_0],
         sums: &[i32],
@@ -194,7 +195,7 @@ mod imp {
         });
     }
 
-    fn gemm_q4_1_x8<S: NibbleSums>(
+    fn gemm_q4_1_x8<S: DotForm>(
         group: &[BlockQ4_1x8],
         x: &[BlockQ8_1],
         n: usize,
@@ -210,7 +211,7 @@ mod imp {
         });
     }
 
-    fn gemm_q8_0_x8(
+    fn gemm_q8_0_x8<S: DotForm>(
         group: &[BlockQ8_0x8],
         x: &[BlockQ8_0],
         n: usize,
@@ -221,6 +222,7 @@ mod imp {
             let way = FlippedWeightsQ8_0 {
                 split: SignSplitQ8_0::new(),
                 ones: opaque(i8x16_splat(1)),
+                form: S::default(),
             };
             by_take!(take, q8_0_x8_tile(group, xs, res, &way))
         });
@@ -237,13 +239,14 @@ mod imp {
     /// 7-bit value (lamina's quantizer writes none), takes `SignSplitQ8_0`'s
     /// way. The integer sums are the same, so results equal SIMD128's bit
     /// for bit.
-    struct FlippedWeightsQ8_0 {
+    struct FlippedWeightsQ8_0<S> {
         split: SignSplitQ8_0,
         /// 1 in every byte (`opaque`).
         ones: v128,
+        form: S,
     }
 
-    impl Q8_0GroupSums for FlippedWeightsQ8_0 {
+    impl<S: DotForm> Q8_0GroupSums for FlippedWeightsQ8_0<S> {
         #[inline(always)]
         fn sums(&self, b: &BlockQ8_0x8, y: &BlockQ8_0) -> [v128; 2] {
             let (v0, v1) = (load16(&y.qs[..16]), load16(&y.qs[16..]));
@@ -256,10 +259,11 @@ mod imp {
             // Σ|a| over the negative activations, spread so that lanes 0
             // and 1 hold all of it between them, and lanes 2 and 3 too:
             // each row's sums start there.
-            let t = dot_i7(
+            let f = self.form;
+            let t = f.dot(
                 self.ones,
                 v128_and(u1, m1),
-                dot16(self.ones, v128_and(u0, m0)),
+                f.dot(self.ones, v128_and(u0, m0), i32x4_splat(0)),
             );
             let back = i32x4_add(t, i32x4_shuffle::<2, 3, 0, 1>(t, t));
             // u[c], m[c]: magnitudes and sign masks of activation bytes
@@ -270,7 +274,7 @@ mod imp {
             unrolled!(I in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; {
                 let (k, pair) = (I / 4, I % 4);
                 let w = load16(&b.qs[16 * I..16 * I + 16]);
-                s[pair] = dot_i7(v128_xor(w, m[k]), u[k], s[pair]);
+                s[pair] = f.dot(v128_xor(w, m[k]), u[k], s[pair]);
             });
             [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
         }
@@ -284,7 +288,7 @@ mod imp {
     /// byte value of either side), made once per activation block for all
     /// eight rows: two dots per 16-byte load of weights. A load holds
     /// values 8k.. of two rows (`BlockQ8_0x8`), against eight activation
-    /// bytes in both halves of a vector, as `NibbleSums` does for Q4_0
+    /// bytes in both halves of a vector, as `DotForm::sums` does for Q4_0
     /// and Q4_1. The integer sums equal SIMD128's (`WidenedQ8_0`), and the
     /// tile scales them alike: results equal SIMD128's bit for bit.
     struct SignSplitQ8_0 {
@@ -350,14 +354,14 @@ mod imp {
         ]
     }
 
-    /// Repacked Q4_1's sums on the relaxed dot (`NibbleSums`).
+    /// Repacked Q4_1's sums on the relaxed dot (`DotForm::sums`).
     struct RelaxedSums<S> {
         /// 0x0F in every byte (`opaque`).
         low: v128,
         form: S,
     }
 
-    impl<S: NibbleSums> Q4_1GroupSums for RelaxedSums<S> {
+    impl<S: DotForm> Q4_1GroupSums for RelaxedSums<S> {
         type Weights = [[v128; 2]; 8];
 
         #[inline(always)]
@@ -384,23 +388,34 @@ mod imp {
         })
     }
 
-    /// Σ q·y of the eight rows of `x8_nibbles` against one activation
-    /// block: eight activation bytes in both halves of a vector meet a load
-    /// of two rows, so each dot leaves two lanes per row (as SDOT does on
-    /// NEON), and a pairwise add of four vectors gives four rows' sums.
-    /// The nibbles (0..15) are the dot's 7-bit operand as they are. Two
-    /// forms with the same exact sums, the engine's faster one picked at
-    /// run time (`dot_saturates_in_i16`).
-    trait NibbleSums: Copy + Default {
+    /// How the group kernels run the relaxed dot on this engine, in two
+    /// forms with the same exact sums, the engine's faster one picked when
+    /// the variant is chosen (`dot_saturates_in_i16`).
+    trait DotForm: Copy + Default {
+        /// Σ q·y of the eight rows of `x8_nibbles` against one activation
+        /// block: eight activation bytes in both halves of a vector meet a
+        /// load of two rows, so each dot leaves two lanes per row (as SDOT
+        /// does on NEON), and a pairwise add of four vectors gives four
+        /// rows' sums. The nibbles (0..15) are the dot's 7-bit operand as
+        /// they are.
         fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2];
+
+        /// `acc` plus, per lane, the sum of four products a·u of the
+        /// lane's bytes, u in 0..=127 (`dot_i7`).
+        fn dot(&self, a: v128, u: v128, acc: v128) -> v128;
     }
 
     /// On the i32 dot: one SDOT or VNNI instruction a dot where the engine
     /// has them.
     #[derive(Clone, Copy, Default)]
-    struct I32Sums;
+    struct I32Dots;
 
-    impl NibbleSums for I32Sums {
+    impl DotForm for I32Dots {
+        #[inline(always)]
+        fn dot(&self, a: v128, u: v128, acc: v128) -> v128 {
+            dot_i7(a, u, acc)
+        }
+
         #[inline(always)]
         fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
             // a[c]: activation bytes 8c..8c + 8 in both halves.
@@ -420,10 +435,34 @@ mod imp {
     /// lanes before one widening: each dot's lane is two products of a
     /// nibble and a byte, |q·a + q'·a'| <= 2·15·128, so four stay within
     /// 4·3840 = 15360, inside i16.
-    #[derive(Clone, Copy, Default)]
-    struct I16Sums;
+    #[derive(Clone, Copy)]
+    struct I16Dots {
+        /// 1 in every i16 lane (`opaque`): `i32x4.dot_i16x8_s` by it widens
+        /// in one instruction (`pmaddwd`), where V8 rebuilds the ones of
+        /// `extadd_pairwise` for each use.
+        ones: v128,
+    }
 
-    impl NibbleSums for I16Sums {
+    impl Default for I16Dots {
+        #[inline(always)]
+        fn default() -> Self {
+            Self {
+                ones: opaque(i16x8_splat(1)),
+            }
+        }
+    }
+
+    impl DotForm for I16Dots {
+        /// A pair of products fits i16 (|a·u + a'·u'| <= 2·128·127), so
+        /// each dot is widened before it is added.
+        #[inline(always)]
+        fn dot(&self, a: v128, u: v128, acc: v128) -> v128 {
+            i32x4_add(
+                acc,
+                i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(a, u), self.ones),
+            )
+        }
+
         #[inline(always)]
         fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
             let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
@@ -434,7 +473,11 @@ mod imp {
                 s[pair] = i16x8_add(s[pair], i16x8_relaxed_dot_i8x16_i7x16(a[k], lo));
                 s[pair] = i16x8_add(s[pair], i16x8_relaxed_dot_i8x16_i7x16(a[2 + k], hi));
             });
-            // (A closure: the intrinsic, a target-feature function, is no `Fn`.)
+            // Widened by `extadd_pairwise`, not by `ones`: Q4_0's tile
+            // holds sixteen weight vectors, and with `ones` in a register
+            // as well Chromium's Q4_0 prompts gained 13% over the i32 dot,
+            // against 21-44% so. (A closure: the intrinsic, a
+            // target-feature function, is no `Fn`.)
             let s = s.map(|v| i32x4_extadd_pairwise_i16x8(v));
             [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
         }
@@ -442,7 +485,7 @@ mod imp {
 
     /// The 8x8 layout's eight rows times the first `A` rows of `xs`:
     /// `res[a][r]` = row r · activation row a, the nibbles' sums as
-    /// `NibbleSums` makes them (each activation vector serves four
+    /// `DotForm` makes them (each activation vector serves four
     /// loads, where the 4x4 layout splats four bytes per dot), with 8·Σy
     /// (from `ss`, the activation blocks' sums) taken off per block. Exact,
     /// then scaled in `vec_dot`'s order but for the last multiply, fused
@@ -454,7 +497,7 @@ mod imp {
         ss: &[&[i32]; 4],
         res: &mut [[f32; 8]; 4],
         low: v128,
-        form: impl NibbleSums,
+        form: impl DotForm,
     ) {
         let xs: [&[BlockQ8_0]; A] = std::array::from_fn(|a| &xs[a][..group.len()]);
         let ss: [&[i32]; A] = std::array::from_fn(|a| &ss[a][..group.len()]);
