@@ -19,14 +19,24 @@ use lamina::tensor::blocks::*;
 /// Block counts, including odd ones and a single block.
 const BLOCKS: [usize; 6] = [1, 2, 3, 7, 18, 48];
 
+/// Every supported variant's table; for relaxed SIMD both forms of its dots
+/// (the engine's lowering of the dot picks one at run time,
+/// `Kernels::relaxed_simd_forms`).
 fn variants() -> Vec<(CpuVariant, Kernels)> {
     let device = CpuDevice::new(Some("scalar")).unwrap();
-    let supported: Vec<_> = CpuVariant::compiled_variants()
+    #[allow(unused_mut)]
+    let mut supported: Vec<_> = CpuVariant::compiled_variants()
         .into_iter()
         .filter(|v| v.supported(device.features()))
         .map(|v| (v, device.kernels_for(v).unwrap()))
         .collect();
     assert!(!supported.is_empty());
+    #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
+    {
+        assert!(supported.iter().any(|(v, _)| *v == CpuVariant::RelaxedSimd));
+        let forms = Kernels::relaxed_simd_forms();
+        supported.extend(forms.into_iter().map(|k| (CpuVariant::RelaxedSimd, k)));
+    }
     supported
 }
 

@@ -111,13 +111,13 @@ mod imp {
             vec_dot_q4_0_q8_0,
             vec_dot_q4_1_q8_1,
             vec_dot4_q4_1_q8_1: Some(vec_dot4_q4_1_q8_1),
-            vec_dot_q4_k_q8_k,
-            vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k),
-            vec_dot_q5_k_q8_k,
-            vec_dot_q6_k_q8_k,
-            vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k),
-            vec_dot_q2_k_q8_k,
-            vec_dot_q3_k_q8_k,
+            vec_dot_q4_k_q8_k: vec_dot_q4_k_q8_k::<S>,
+            vec_dot4_q4_k_q8_k: Some(vec_dot4_q4_k_q8_k::<S>),
+            vec_dot_q5_k_q8_k: vec_dot_q5_k_q8_k::<S>,
+            vec_dot_q6_k_q8_k: vec_dot_q6_k_q8_k::<S>,
+            vec_dot4_q6_k_q8_k: Some(vec_dot4_q6_k_q8_k::<S>),
+            vec_dot_q2_k_q8_k: vec_dot_q2_k_q8_k::<S>,
+            vec_dot_q3_k_q8_k: vec_dot_q3_k_q8_k::<S>,
             gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums::<S>),
             gemm_q4_1_x8: Some(gemm_q4_1_x8::<S>),
             gemm_q8_0_x8: Some(gemm_q8_0_x8::<S>),
@@ -403,6 +403,14 @@ mod imp {
         /// `acc` plus, per lane, the sum of four products a·u of the
         /// lane's bytes, u in 0..=127 (`dot_i7`).
         fn dot(&self, a: v128, u: v128, acc: v128) -> v128;
+
+        /// Per lane, the sum of four products a·u of the lane's bytes, u
+        /// in 0..=63 (2·63·128 fits i16 in one i16 step).
+        fn one(a: v128, u: v128) -> v128;
+
+        /// `one(a0, u0) + one(a1, u1)`, u in 0..=31 (two i16 steps of
+        /// 2·31·128 fit i16, summed before one widening).
+        fn pair(a0: v128, u0: v128, a1: v128, u1: v128) -> v128;
     }
 
     /// On the i32 dot: one SDOT or VNNI instruction a dot where the engine
@@ -414,6 +422,16 @@ mod imp {
         #[inline(always)]
         fn dot(&self, a: v128, u: v128, acc: v128) -> v128 {
             dot_i7(a, u, acc)
+        }
+
+        #[inline(always)]
+        fn one(a: v128, u: v128) -> v128 {
+            dot16(a, u)
+        }
+
+        #[inline(always)]
+        fn pair(a0: v128, u0: v128, a1: v128, u1: v128) -> v128 {
+            dot_i7(a1, u1, dot16(a0, u0))
         }
 
         #[inline(always)]
@@ -461,6 +479,19 @@ mod imp {
                 acc,
                 i32x4_dot_i16x8(i16x8_relaxed_dot_i8x16_i7x16(a, u), self.ones),
             )
+        }
+
+        #[inline(always)]
+        fn one(a: v128, u: v128) -> v128 {
+            i32x4_extadd_pairwise_i16x8(i16x8_relaxed_dot_i8x16_i7x16(a, u))
+        }
+
+        #[inline(always)]
+        fn pair(a0: v128, u0: v128, a1: v128, u1: v128) -> v128 {
+            i32x4_extadd_pairwise_i16x8(i16x8_add(
+                i16x8_relaxed_dot_i8x16_i7x16(a0, u0),
+                i16x8_relaxed_dot_i8x16_i7x16(a1, u1),
+            ))
         }
 
         #[inline(always)]
@@ -527,54 +558,55 @@ mod imp {
         }
     }
 
-    fn vec_dot_q4_k_q8_k(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
+    fn vec_dot_q4_k_q8_k<S: DotForm>(x: &[BlockQ4K], y: &[BlockQ8K]) -> f32 {
         check_dot(x, y);
         // SAFETY: the module is built with simd128 and relaxed-simd
         // (RelaxedDots's only requirement); lengths checked above.
-        unsafe { kquant_dot::q4_k::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q4_k::<RelaxedDots<S>>(x, y) }
     }
 
-    fn vec_dot4_q4_k_q8_k(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    fn vec_dot4_q4_k_q8_k<S: DotForm>(x: &[BlockQ4K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
         // SAFETY: as in `vec_dot_q4_k_q8_k`; `q4_k4` checks the lengths.
-        unsafe { kquant_dot::q4_k4::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q4_k4::<RelaxedDots<S>>(x, y) }
     }
 
-    fn vec_dot4_q6_k_q8_k(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
+    fn vec_dot4_q6_k_q8_k<S: DotForm>(x: &[BlockQ6K], y: [&[BlockQ8K]; 4]) -> [f32; 4] {
         // SAFETY: as in `vec_dot_q4_k_q8_k`; `q6_k4` checks the lengths.
-        unsafe { kquant_dot::q6_k4::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q6_k4::<RelaxedDots<S>>(x, y) }
     }
 
-    fn vec_dot_q5_k_q8_k(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
+    fn vec_dot_q5_k_q8_k<S: DotForm>(x: &[BlockQ5K], y: &[BlockQ8K]) -> f32 {
         check_dot(x, y);
         // SAFETY: as in `vec_dot_q4_k_q8_k`.
-        unsafe { kquant_dot::q5_k::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q5_k::<RelaxedDots<S>>(x, y) }
     }
 
-    fn vec_dot_q6_k_q8_k(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
+    fn vec_dot_q6_k_q8_k<S: DotForm>(x: &[BlockQ6K], y: &[BlockQ8K]) -> f32 {
         check_dot(x, y);
         // SAFETY: as in `vec_dot_q4_k_q8_k`.
-        unsafe { kquant_dot::q6_k::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q6_k::<RelaxedDots<S>>(x, y) }
     }
 
-    fn vec_dot_q2_k_q8_k(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
+    fn vec_dot_q2_k_q8_k<S: DotForm>(x: &[BlockQ2K], y: &[BlockQ8K]) -> f32 {
         check_dot(x, y);
         // SAFETY: as in `vec_dot_q4_k_q8_k`.
-        unsafe { kquant_dot::q2_k::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q2_k::<RelaxedDots<S>>(x, y) }
     }
 
-    fn vec_dot_q3_k_q8_k(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
+    fn vec_dot_q3_k_q8_k<S: DotForm>(x: &[BlockQ3K], y: &[BlockQ8K]) -> f32 {
         check_dot(x, y);
         // SAFETY: as in `vec_dot_q4_k_q8_k`.
-        unsafe { kquant_dot::q3_k::<RelaxedDots>(x, y) }
+        unsafe { kquant_dot::q3_k::<RelaxedDots<S>>(x, y) }
     }
 
     /// The k-quants' exact integer primitives on the relaxed dot: each
-    /// unsigned value (nibble, 2-bit, 6-bit, bit) is the in-range operand.
-    struct RelaxedDots;
+    /// unsigned value (nibble, 2-bit, 6-bit, bit) is the in-range operand,
+    /// the dot in the engine's form (`DotForm::pair`, `DotForm::one`).
+    struct RelaxedDots<S>(std::marker::PhantomData<S>);
 
     // The methods' safety contract is the trait's (the variant's features,
     // compiled in); they use only safe `load16`s of typed arrays.
-    impl IntDots for RelaxedDots {
+    impl<S: DotForm> IntDots for RelaxedDots<S> {
         #[inline(always)]
         unsafe fn level_dots(q: &[u8; 16], a: &[i8; 32]) -> i32 {
             // The IQ4 grid holds negative values: SIMD128's kernel.
@@ -586,15 +618,17 @@ mod imp {
         unsafe fn nibble_dots(q: &[u8; 32], a: &[i8; 32], b: &[i8; 32]) -> (i32, i32) {
             let m = u8x16_splat(0x0F);
             let (q0, q1) = (load16(&q[..]), load16(&q[16..]));
-            let lo = dot_i7(
+            let lo = S::pair(
+                load16(&a[..]),
+                v128_and(q0, m),
                 load16(&a[16..]),
                 v128_and(q1, m),
-                dot16(load16(&a[..]), v128_and(q0, m)),
             );
-            let hi = dot_i7(
+            let hi = S::pair(
+                load16(&b[..]),
+                shr_bytes(q0, 4),
                 load16(&b[16..]),
                 shr_bytes(q1, 4),
-                dot16(load16(&b[..]), shr_bytes(q0, 4)),
             );
             (hsum_i32(lo), hsum_i32(hi))
         }
@@ -605,7 +639,7 @@ mod imp {
             let sums = |bit: u32, v: &[i8; 32]| {
                 let b0 = shr_bytes_and(h0, bit, 1);
                 let b1 = shr_bytes_and(h1, bit, 1);
-                hsum_i32(dot_i7(load16(&v[16..]), b1, dot16(load16(&v[..]), b0)))
+                hsum_i32(S::pair(load16(&v[..]), b0, load16(&v[16..]), b1))
             };
             (sums(bit, a), sums(bit + 1, b))
         }
@@ -630,7 +664,7 @@ mod imp {
                 // hb < 4, so a 16-bit shift keeps every bit in its byte.
                 let q = v128_or(nib, u16x8_shl(hb, 4));
                 let av = load16(&a[off..]);
-                hsum_i32(i32x4_sub(dot16(av, q), dot16(av, u8x16_splat(32))))
+                hsum_i32(i32x4_sub(S::one(av, q), S::one(av, u8x16_splat(32))))
             };
             (half(0), half(16))
         }
@@ -639,7 +673,7 @@ mod imp {
         unsafe fn crumb_dots(q: &[u8; 32], shift: u32, a: &[i8; 32]) -> (i32, i32) {
             let half = |off: usize| {
                 let v = shr_bytes_and(load16(&q[off..]), shift, 3);
-                hsum_i32(dot16(load16(&a[off..]), v))
+                hsum_i32(S::one(load16(&a[off..]), v))
             };
             (half(0), half(16))
         }
@@ -648,7 +682,7 @@ mod imp {
         unsafe fn masked_sums(h: &[u8; 32], bit: u32, a: &[i8; 32]) -> (i32, i32) {
             let half = |off: usize| {
                 let set = shr_bytes_and(load16(&h[off..]), bit, 1);
-                hsum_i32(dot16(load16(&a[off..]), set))
+                hsum_i32(S::one(load16(&a[off..]), set))
             };
             (half(0), half(16))
         }
