@@ -32,14 +32,16 @@
 //! more operations each, slower than SIMD128 in Chromium, so the
 //! row-by-row Q8_0 dots stay SIMD128's.
 //!
-//! The group kernels (repacked Q4_0, Q4_1 and Q8_0) come in two forms with
+//! The group kernels (repacked Q4_0, Q4_1 and Q8_0) and the k-quants'
+//! integer primitives come in two forms with
 //! the same exact sums, picked when the variant is chosen by how the engine
 //! lowers the dot (`dot_saturates_in_i16`): on the i32 dot, one instruction
 //! where the CPU has VNNI or SDOT, or on the i16 dot where the i32 dot
 //! takes five instructions (V8 on x86 without AVX-VNNI, such as Zen 4),
 //! the nibbles' four results summed in i16 lanes before one widening, each
 //! Q8_0 result widened by a multiply-add with ones (Chromium's prompts on
-//! Zen 4: Q4_0 21-44% faster, Q4_1 28%, Q8_0 26%).
+//! Zen 4: Q4_0 21-44% faster, Q4_1 28-41%, Q8_0 26%; Gemma 3's Q4_K_M
+//! tokens 7%).
 //!
 //! The module exists only in a build with relaxed-simd enabled (the npm
 //! package's `-relaxed` builds, loaded where the engine runs relaxed SIMD
