@@ -74,8 +74,8 @@ mod imp {
     // `q4_0_x8_tile` reads the 8x8 layout's nibbles as they are.
     const _: () = assert!(X8I8_FLIP == 0);
 
-    /// The table for this engine: the nibble kernels in the form its
-    /// lowering of the relaxed dot runs faster (`DotForm`).
+    /// The table for this engine: the group kernels and the k-quant dots
+    /// in the form its lowering of the relaxed dot runs faster (`DotForm`).
     pub(in crate::backend::cpu) fn kernels(base: Kernels) -> Kernels {
         if dot_saturates_in_i16() {
             kernels_with::<I16Dots>(base)
@@ -84,8 +84,8 @@ mod imp {
         }
     }
 
-    /// The table in each form of the nibble kernels, whichever this engine
-    /// would pick: both are tested on every engine.
+    /// The table in each form of its dots, whichever this engine would
+    /// pick: both are tested on every engine.
     pub(in crate::backend::cpu) fn both_forms(base: Kernels) -> [Kernels; 2] {
         [
             kernels_with::<I32Dots>(base.clone()),
@@ -451,10 +451,11 @@ mod imp {
         }
     }
 
-    /// On the i16 dot (`pmaddubsw` alone on x86), four dots summed in i16
-    /// lanes before one widening: each dot's lane is two products of a
-    /// nibble and a byte, |q·a + q'·a'| <= 2·15·128, so four stay within
-    /// 4·3840 = 15360, inside i16.
+    /// On the i16 dot (`pmaddubsw` alone on x86), results summed in i16
+    /// lanes before one widening as far as their values allow: four nibble
+    /// dots in `sums` (a lane is two products of a nibble and a byte,
+    /// |q·a + q'·a'| <= 2·15·128, and four stay within 4·3840 = 15360), two
+    /// in `pair`; Q8_0's, as large as 2·128·127, one at a time (`dot`).
     #[derive(Clone, Copy)]
     struct I16Dots {
         /// 1 in every i16 lane (`opaque`): `i32x4.dot_i16x8_s` by it widens
@@ -473,8 +474,6 @@ mod imp {
     }
 
     impl DotForm for I16Dots {
-        /// A pair of products fits i16 (|a·u + a'·u'| <= 2·128·127), so
-        /// each dot is widened before it is added.
         #[inline(always)]
         fn dot(&self, a: v128, u: v128, acc: v128) -> v128 {
             i32x4_add(
