@@ -318,21 +318,30 @@ fn bad_shapes_are_errors() {
 
 mod q5_0 {
     //! Repacked Q5_0: eight interleaved rows per group, for variants with a
-    //! group kernel. Every variant's group kernel equals the scalar one bit
-    //! for bit (exact integer sums, one FMA per block); the scalar one equals
-    //! row-by-row `vec_dot` within rounding (|difference| <= 1e-3 + 1e-5 ×
-    //! |value|: a wrong value or scale moves a result by 0.01 or more); the
-    //! rows past the last group go through the variant's own `vec_dot`.
+    //! group kernel. Every native variant's group kernel equals the scalar
+    //! one bit for bit (exact integer sums, one FMA per block); the scalar
+    //! one equals row-by-row `vec_dot` within rounding (|difference| <= 1e-3
+    //! + 1e-5 × |value|: a wrong value or scale moves a result by 0.01 or
+    //! more). wasm's (SIMD128, relaxed SIMD) take `vec_dot`'s float steps
+    //! instead, having no fused multiply-add, and equal the scalar
+    //! `vec_dot` of each row bit for bit (`wasm_q5_0`). The rows past the
+    //! last group go through the variant's own `vec_dot`.
 
     // Named imports: a glob of the parent would bring its wasm `test` next
     // to the built-in attribute (ambiguous).
     use super::{q8_0, supported_kernels};
     use crate::common::{ggml_test_values, Rng};
     use lamina::backend::cpu::repack_q5_0::{self, activation_sums, RepackedQ5_0};
-    use lamina::backend::cpu::Kernels;
+    use lamina::backend::cpu::{CpuVariant, Kernels};
     use lamina::tensor::blocks::*;
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    /// Whether a table's group kernel takes `vec_dot`'s float steps (the
+    /// wasm variants') rather than the scalar group kernel's.
+    pub(super) fn in_vec_dot_steps(k: &Kernels) -> bool {
+        matches!(k.variant, CpuVariant::Simd128 | CpuVariant::RelaxedSimd)
+    }
 
     fn q5_0(x: &[f32]) -> Vec<BlockQ5_0> {
         let mut out = vec![BlockQ5_0::zeroed(); x.len() / QK];
@@ -408,13 +417,13 @@ mod q5_0 {
                                 for i in 0..n {
                                     let xi = &x[i * per_row..(i + 1) * per_row];
                                     for r in start..end {
-                                        let want = if r < whole {
-                                            twin[i * rows + r]
+                                        let row = &w[r * per_row..(r + 1) * per_row];
+                                        let want = if r >= whole {
+                                            (k.vec_dot_q5_0_q8_0)(row, xi)
+                                        } else if in_vec_dot_steps(&k) {
+                                            (scalar.vec_dot_q5_0_q8_0)(row, xi)
                                         } else {
-                                            (k.vec_dot_q5_0_q8_0)(
-                                                &w[r * per_row..(r + 1) * per_row],
-                                                xi,
-                                            )
+                                            twin[i * rows + r]
                                         };
                                         let got = out[i * len + r - start];
                                         assert_eq!(
@@ -1239,6 +1248,7 @@ mod edge_scales {
     use crate::common::ggml_test_values;
     use lamina::backend::cpu::repack::{RepackLayout, RepackedQ4_0};
     use lamina::backend::cpu::repack_q4_1::{self, RepackedQ4_1};
+    use lamina::backend::cpu::repack_q5_0::{self, activation_sums, RepackedQ5_0};
     use lamina::backend::cpu::repack_q8_0::{self, RepackedQ8_0};
     use lamina::backend::cpu::{CpuVariant, Kernels};
     use lamina::tensor::blocks::*;
@@ -1578,6 +1588,70 @@ mod edge_scales {
                         &x[i * PER_ROW..][..PER_ROW],
                     )
                 });
+            }
+        }
+    }
+
+    /// Repacked Q5_0 with edge scales on both sides: weight rows 3, 10 and
+    /// 13 and some activation rows (`activation_special`) hold an infinity
+    /// or NaN. Every output equals its twin's (the scalar `vec_dot` of its
+    /// row for wasm, the scalar group kernel elsewhere) bit for bit where
+    /// the twin's is finite, and is infinite or NaN alike where not.
+    #[test]
+    fn q5_0_groups() {
+        let scalar = Kernels::scalar();
+        let mut twin = Kernels::scalar();
+        twin.gemm_q5_0_x8 = Some(repack_q5_0::gemm_q5_0_x8);
+        let mut w = vec![BlockQ5_0::zeroed(); ROWS * PER_ROW];
+        lamina::tensor::quants::q5_0::quantize(&ggml_test_values(27, ROWS * COLS), &mut w);
+        for (i, b) in w.iter_mut().enumerate() {
+            b.d = weight_scale(i / PER_ROW, i % PER_ROW, 5);
+        }
+        let packed = RepackedQ5_0::new(&w, ROWS, COLS).unwrap();
+        for n in [1, 4] {
+            let mut x = q8_0(&ggml_test_values(28, n * COLS));
+            for (j, (b, q)) in x
+                .iter_mut()
+                .zip(small_activations(n).chunks(QK))
+                .enumerate()
+            {
+                let (i, blk) = (j / PER_ROW, j % PER_ROW);
+                b.d = activation_special(n, i, blk)
+                    .unwrap_or(f16::from_bits(FINITE[(j * 3 + 1) % FINITE.len()]));
+                b.qs.copy_from_slice(q);
+            }
+            let special_act =
+                |i: usize| (0..PER_ROW).any(|b| activation_special(n, i, b).is_some());
+            let mut sums = Vec::new();
+            activation_sums(&x, &mut sums);
+            let mut grouped = vec![0.0; n * ROWS];
+            packed
+                .product_rows(&twin, &x, &sums, n, 0..ROWS, &mut grouped)
+                .unwrap();
+            for k in supported_kernels()
+                .iter()
+                .filter(|k| k.gemm_q5_0_x8.is_some())
+            {
+                let mut out = vec![0.0; n * ROWS];
+                packed
+                    .product_rows(k, &x, &sums, n, 0..ROWS, &mut out)
+                    .unwrap();
+                for i in 0..n {
+                    for r in 0..ROWS {
+                        let at = i * ROWS + r;
+                        let want = if super::q5_0::in_vec_dot_steps(k) {
+                            (scalar.vec_dot_q5_0_q8_0)(
+                                &w[r * PER_ROW..][..PER_ROW],
+                                &x[i * PER_ROW..][..PER_ROW],
+                            )
+                        } else {
+                            grouped[at]
+                        };
+                        let what = format!("{} n={n} act {i} row {r}", k.variant);
+                        // A zero magnitude: exact where finite.
+                        check(out[at], want, special_row(r) || special_act(i), 0.0, &what);
+                    }
+                }
             }
         }
     }

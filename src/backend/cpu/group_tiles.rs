@@ -89,11 +89,6 @@ pub(crate) use by_take;
 /// `repack_q5_0::check_group`, then `tile(take, xs, ss, res)` over the
 /// activation rows four at a time, each `xs` and `ss` row sliced to the
 /// group's length.
-// Of the wasm variants only relaxed SIMD takes activation sums.
-#[cfg_attr(
-    all(target_family = "wasm", not(target_feature = "relaxed-simd")),
-    allow(dead_code)
-)]
 #[inline(always)]
 pub fn gemm_sums_in_tiles<G, const R: usize>(
     group: &[G],

@@ -51,6 +51,8 @@ mod neon_q4_0;
 #[cfg(target_arch = "aarch64")]
 mod neon_q8_0;
 #[cfg(target_family = "wasm")]
+mod relaxed_q4_k;
+#[cfg(target_family = "wasm")]
 mod relaxed_simd;
 #[cfg(target_family = "wasm")]
 mod simd128;
@@ -58,6 +60,8 @@ mod simd128;
 mod sve;
 #[cfg(target_arch = "aarch64")]
 mod sve256;
+#[cfg(target_family = "wasm")]
+mod wasm_q5_0;
 
 use std::sync::Arc;
 

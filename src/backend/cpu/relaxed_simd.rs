@@ -32,7 +32,12 @@
 //! more operations each, slower than SIMD128 in Chromium, so the
 //! row-by-row Q8_0 dots stay SIMD128's.
 //!
-//! The group kernels (repacked Q4_0, Q4_1 and Q8_0) and the k-quants'
+//! Repacked Q5_0 goes through `wasm_q5_0`'s tile, its values plus 16
+//! (0..=31) the dot's 7-bit operand; repacked Q4_K through
+//! `relaxed_q4_k`'s, each sub-block's sum multiplied by its scale as it is
+//! widened (`DotForm::sum4`). Both equal the scalar `vec_dot` bit for bit.
+//!
+//! The group kernels (repacked Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K) and the k-quants'
 //! integer primitives come in two forms with
 //! the same exact sums, picked when the variant is chosen by how the engine
 //! lowers the dot (`dot_saturates_in_i16`): on the i32 dot, one instruction
@@ -56,6 +61,7 @@ mod imp {
     use crate::backend::cpu::kquant_dot::{self, IntDots};
     use crate::backend::cpu::repack::{BlockQ4_0x8, X8I8_FLIP};
     use crate::backend::cpu::repack_q4_1::BlockQ4_1x8;
+    use crate::backend::cpu::repack_q5_0::BlockQ5_0x8;
     use crate::backend::cpu::repack_q8_0::BlockQ8_0x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
@@ -63,6 +69,7 @@ mod imp {
         shr_bytes, shr_bytes_and, store16, unrolled, Q4_1GroupSums, Q8_0GroupSums, ScaleWidening,
         Simd128Dots,
     };
+    use crate::backend::cpu::wasm_q5_0::{q5_0_x8_tile, FifthBits, Q5_0GroupSums};
     use crate::backend::cpu::widen::f16_to_f32;
     use crate::tensor::blocks::*;
 
@@ -123,6 +130,8 @@ mod imp {
             gemm_q4_0_x8i8_sums: Some(gemm_q4_0_x8i8_sums::<S>),
             gemm_q4_1_x8: Some(gemm_q4_1_x8::<S>),
             gemm_q8_0_x8: Some(gemm_q8_0_x8::<S>),
+            gemm_q5_0_x8: Some(gemm_q5_0_x8::<S>),
+            gemm_q4_k_x8: Some(crate::backend::cpu::relaxed_q4_k::gemm_q4_k_x8::<S>),
             ..crate::backend::cpu::simd128::kernels(base)
         }
     }
@@ -211,6 +220,30 @@ mod imp {
             };
             by_take!(take, q4_1_x8_tile(group, xs, res, &way))
         });
+    }
+
+    /// Repacked Q5_0's group kernel: `wasm_q5_0`'s tile, each block's
+    /// values plus 16 (0..=31) the relaxed dot's 7-bit operand as the
+    /// nibbles are in `gemm_q4_1_x8` (`DotForm::sums`).
+    fn gemm_q5_0_x8<S: DotForm>(
+        group: &[BlockQ5_0x8],
+        x: &[BlockQ8_0],
+        sums: &[i32],
+        n: usize,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        gemm_sums_in_tiles(group, x, sums, n, out, stride, |take, xs, ss, res| {
+            let fifth = FifthBits::new();
+            by_take!(take, q5_0_x8_tile(group, xs, ss, res, fifth, &S::default()))
+        });
+    }
+
+    impl<S: DotForm> Q5_0GroupSums for S {
+        #[inline(always)]
+        fn sums(&self, u: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
+            DotForm::sums(self, u, y)
+        }
     }
 
     fn gemm_q8_0_x8<S: DotForm>(
@@ -335,7 +368,7 @@ mod imp {
     /// Four rows' sums from two vectors of two rows' partial sums each
     /// (lanes 0 and 1 one row's, 2 and 3 the next row's).
     #[inline(always)]
-    fn pair_rows(p: v128, q: v128) -> v128 {
+    pub(in crate::backend::cpu) fn pair_rows(p: v128, q: v128) -> v128 {
         i32x4_add(
             i32x4_shuffle::<0, 2, 4, 6>(p, q),
             i32x4_shuffle::<1, 3, 5, 7>(p, q),
@@ -347,7 +380,7 @@ mod imp {
     /// each in both halves of a vector: run c meets a group load of two
     /// rows' values 8c.. (`BlockQ8_0x8`, `BlockQ4_0x8`, `BlockQ4_1x8`).
     #[inline(always)]
-    fn doubled_runs(p: v128, q: v128) -> [v128; 4] {
+    pub(in crate::backend::cpu) fn doubled_runs(p: v128, q: v128) -> [v128; 4] {
         [
             i64x2_shuffle::<0, 0>(p, p),
             i64x2_shuffle::<1, 1>(p, p),
@@ -393,14 +426,25 @@ mod imp {
     /// How the group kernels run the relaxed dot on this engine, in two
     /// forms with the same exact sums, the engine's faster one picked when
     /// the variant is chosen (`dot_saturates_in_i16`).
-    trait DotForm: Copy + Default {
-        /// Σ q·y of the eight rows of `x8_nibbles` against one activation
-        /// block: eight activation bytes in both halves of a vector meet a
-        /// load of two rows, so each dot leaves two lanes per row (as SDOT
-        /// does on NEON), and a pairwise add of four vectors gives four
-        /// rows' sums. The nibbles (0..15) are the dot's 7-bit operand as
-        /// they are.
+    pub(in crate::backend::cpu) trait DotForm: Copy + Default {
+        /// Σ q·y of the eight rows of an 8x8 group block against one
+        /// activation block, q in 0..=31 (the nibbles of `x8_nibbles`,
+        /// Q5_0's values plus 16): eight activation bytes in both halves of
+        /// a vector meet a load of two rows, so each dot leaves two lanes
+        /// per row (as SDOT does on NEON), and a pairwise add of four
+        /// vectors gives four rows' sums. q is the dot's 7-bit operand as
+        /// it is.
         fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2];
+
+        /// Σ a[k]·w[k] over four dots, w in 0..=15, in a form whose
+        /// `i32x4.dot_i16x8_s` by a `scale_lanes` vector multiplies each
+        /// i32 lane's sum of sixteen products (|sum| <= 16·15·128 = 30720)
+        /// by its row's scale: the group kernels of the k-quants.
+        fn sum4(&self, a: [v128; 4], w: [v128; 4]) -> v128;
+
+        /// Scales as i16 lanes (lanes 0..4 one row's, 4..8 the next row's)
+        /// shaped for `sum4`'s results.
+        fn scale_lanes(&self, s: v128) -> v128;
 
         /// `acc` plus, per lane, the sum of four products a·u of the
         /// lane's bytes, u in 0..=127 (`dot_i7`).
@@ -421,6 +465,22 @@ mod imp {
     struct I32Dots;
 
     impl DotForm for I32Dots {
+        /// The four dots in i32 lanes: each sum fits the lane's low 16 bits
+        /// as an i16, its high 16 bits only sign.
+        #[inline(always)]
+        fn sum4(&self, a: [v128; 4], w: [v128; 4]) -> v128 {
+            let s = dot16(a[0], w[0]);
+            dot_i7(a[3], w[3], dot_i7(a[2], w[2], dot_i7(a[1], w[1], s)))
+        }
+
+        /// The scale in each i32 lane's low half and zero in its high half
+        /// (a logical shift of the repeated i16), so the widening multiply
+        /// leaves sum·scale.
+        #[inline(always)]
+        fn scale_lanes(&self, s: v128) -> v128 {
+            u32x4_shr(s, 16)
+        }
+
         #[inline(always)]
         fn dot(&self, a: v128, u: v128, acc: v128) -> v128 {
             dot_i7(a, u, acc)
@@ -452,9 +512,9 @@ mod imp {
     }
 
     /// On the i16 dot (`pmaddubsw` alone on x86), results summed in i16
-    /// lanes before one widening as far as their values allow: four nibble
-    /// dots in `sums` (a lane is two products of a nibble and a byte,
-    /// |q·a + q'·a'| <= 2·15·128, and four stay within 4·3840 = 15360), two
+    /// lanes before one widening as far as their values allow: four dots
+    /// in `sums` (a lane is two products of a value q <= 31 and a byte,
+    /// |q·a + q'·a'| <= 2·31·128 = 7936, and four stay within 31744), two
     /// in `pair`; Q8_0's, as large as 2·128·127, one at a time (`dot`).
     #[derive(Clone, Copy)]
     struct I16Dots {
@@ -474,6 +534,20 @@ mod imp {
     }
 
     impl DotForm for I16Dots {
+        /// The four dots summed in i16 lanes (two products of a nibble and
+        /// a byte each, four within 4·3840): the widening multiply adds
+        /// each lane pair times the scale.
+        #[inline(always)]
+        fn sum4(&self, a: [v128; 4], w: [v128; 4]) -> v128 {
+            let d = |k: usize| i16x8_relaxed_dot_i8x16_i7x16(a[k], w[k]);
+            i16x8_add(i16x8_add(d(0), d(1)), i16x8_add(d(2), d(3)))
+        }
+
+        #[inline(always)]
+        fn scale_lanes(&self, s: v128) -> v128 {
+            s
+        }
+
         #[inline(always)]
         fn dot(&self, a: v128, u: v128, acc: v128) -> v128 {
             i32x4_add(
@@ -691,7 +765,7 @@ mod imp {
 }
 
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
-pub(super) use imp::{both_forms, kernels};
+pub(super) use imp::{both_forms, doubled_runs, kernels, pair_rows, DotForm};
 
 /// Without relaxed-simd in the module the variant is not compiled, so this
 /// table is never asked for; it is SIMD128's.

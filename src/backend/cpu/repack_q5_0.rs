@@ -1,5 +1,5 @@
 //! Q5_0 weights interleaved at load, eight rows at a time, for variants with
-//! a kernel that multiplies eight rows at once (AVX2). Q5_0 is what
+//! a kernel that multiplies eight rows at once (x86, aarch64, wasm). Q5_0 is what
 //! llama-quantize's k-quant presets fall back to for rows whose width is not
 //! a multiple of 256 (SmolLM2's 576), so it carries most of such a model's
 //! prompt processing.
@@ -12,9 +12,10 @@
 //!
 //! The kernels sum each block exactly in integers, then add it to the row's
 //! total with one fused multiply-add by `d(weight) × d(activation)`, as
-//! ggml's SIMD dot products scale their lanes: every variant's group kernel
-//! equals the scalar one here bit for bit, and row-by-row `vec_dot` within
-//! rounding. (Rounding matters: Gemma 3's chat golden moves by 1.5 at one
+//! ggml's SIMD dot products scale their lanes: every native variant's group
+//! kernel equals the scalar one here bit for bit, and row-by-row `vec_dot`
+//! within rounding. wasm has no fused multiply-add: its kernels
+//! (`wasm_q5_0`) take `vec_dot`'s steps and equal it bit for bit. (Rounding matters: Gemma 3's chat golden moves by 1.5 at one
 //! step between the scalar `vec_dot`'s order and ggml's.) A SIMD kernel may
 //! take each value as unsigned (value + 16, the nibble with its fifth bit)
 //! and subtract 16 × the activation block's sum: the sums are computed once

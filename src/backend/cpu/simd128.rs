@@ -3,7 +3,9 @@
 //! and is combined in the scalar kernel's order, so results equal the
 //! scalar kernels' bit for bit; the exceptions are the group kernels of
 //! repacked Q4_1 and Q8_0, whose twins fuse a multiply-add that wasm has
-//! not (`q4_1_x8_tile` states the bound).
+//! not (`q4_1_x8_tile` states the bound), and repacked Q5_0's
+//! (`wasm_q5_0`), which takes the scalar `vec_dot`'s steps instead of the
+//! fused ones of its group twin and equals `vec_dot` bit for bit.
 //!
 //! wasm has no run-time feature detection: this module is compiled (and the
 //! variant offered) only when the module itself is built with simd128.
@@ -58,6 +60,7 @@ mod imp {
             gemm_q4_0_x4i4: Some(gemm_q4_0_x4i4),
             gemm_q4_1_x8: Some(gemm_q4_1_x8),
             gemm_q8_0_x8: Some(gemm_q8_0_x8),
+            gemm_q5_0_x8: Some(crate::backend::cpu::wasm_q5_0::gemm_q5_0_x8),
             scores_f16,
             wsum_f16,
             scores_f16_heads: Some(scores_f16_heads),
@@ -407,8 +410,7 @@ mod imp {
         })*};
     }
     // (Macros are used in this module by their text; the relaxed-SIMD
-    // kernels import this one.)
-    #[cfg(target_feature = "relaxed-simd")]
+    // kernels and `wasm_q5_0` import this one.)
     pub(in crate::backend::cpu) use unrolled;
 
     /// The first 8 bytes of `p` in the low half of a vector (the high half
@@ -547,19 +549,26 @@ mod imp {
         })
     }
 
+    /// The bits of `b0` and `b1` as bytes of 16 or 0, a fifth bit's worth:
+    /// bit j of `b0` to byte j, of `b1` to byte 8 + j. `bits` holds bit j
+    /// % 8 in byte j, `sixteen` 0x10 in every byte.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn spread_fifth_bits(
+        b0: u8,
+        b1: u8,
+        bits: v128,
+        sixteen: v128,
+    ) -> v128 {
+        let spread = u64x2(u64::from_ne_bytes([b0; 8]), u64::from_ne_bytes([b1; 8]));
+        v128_and(i8x16_eq(v128_and(spread, bits), bits), sixteen)
+    }
+
     /// Σ (value - offset) · y over a Q5 block's 32 five-bit values.
     #[inline(always)]
     fn q5_dot(qs: &[u8; 16], qh: [u8; 4], y: &[i8; 32], offset: i8) -> i32 {
         let (lo, hi) = nibbles(qs);
         let bits = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-        let spread =
-            |b0: u8, b1: u8| u64x2(u64::from_ne_bytes([b0; 8]), u64::from_ne_bytes([b1; 8]));
-        let high = |b0: u8, b1: u8| {
-            v128_and(
-                i8x16_eq(v128_and(spread(b0, b1), bits), bits),
-                u8x16_splat(0x10),
-            )
-        };
+        let high = |b0: u8, b1: u8| spread_fifth_bits(b0, b1, bits, u8x16_splat(0x10));
         let off = i8x16_splat(offset);
         let v0 = i8x16_sub(v128_or(lo, high(qh[0], qh[1])), off);
         let v1 = i8x16_sub(v128_or(hi, high(qh[2], qh[3])), off);
@@ -857,25 +866,39 @@ mod imp {
 
         #[inline(always)]
         fn sums(&self, b: &BlockQ4_1x8, _: &(), y: &BlockQ8_1) -> [v128; 2] {
-            let a = widened_activations(&y.qs);
-            let mut rows = [i32x4_splat(0); 8];
-            // Load I holds values 8k.. (low nibbles) and 16 + 8k.. (high),
-            // k = I / 4, of rows 2(I % 4) and 2(I % 4) + 1.
-            unrolled!(I in 0 1 2 3 4 5 6 7; {
-                let (k, pair) = (I / 4, I % 4);
-                let v = load16(&b.qs[16 * I..16 * I + 16]);
-                for (nib, q) in [v128_and(v, u8x16_splat(0x0F)), shr_bytes(v, 4)]
-                    .into_iter()
-                    .enumerate()
-                {
-                    let (lo, hi) = (u16x8_extend_low_u8x16(q), u16x8_extend_high_u8x16(q));
-                    let y = a[2 * nib + k];
-                    rows[2 * pair] = i32x4_add(rows[2 * pair], i32x4_dot_i16x8(lo, y));
-                    rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, y));
-                }
-            });
-            eight_row_sums(&rows)
+            widened_x8_sums(
+                |i| {
+                    let v = load16(&b.qs[16 * i..16 * i + 16]);
+                    [v128_and(v, u8x16_splat(0x0F)), shr_bytes(v, 4)]
+                },
+                &y.qs,
+            )
         }
+    }
+
+    /// Σ q·y of an 8x8 group block's eight rows against one activation
+    /// block, q unsigned bytes (Q4_1's nibbles, Q5_0's values plus 16)
+    /// widened to i16, multiplied in pairs (`i32x4.dot_i16x8_s`), one vector
+    /// of partial sums per row: rows 0..4 and 4..8 in two vectors. `q(i)`
+    /// gives load i's bytes: values 8k.. and 16 + 8k.. (k = i / 4) of rows
+    /// 2(i % 4) and 2(i % 4) + 1, eight of each row in turn.
+    #[inline(always)]
+    pub(in crate::backend::cpu) fn widened_x8_sums(
+        q: impl Fn(usize) -> [v128; 2],
+        y: &[i8; 32],
+    ) -> [v128; 2] {
+        let a = widened_activations(y);
+        let mut rows = [i32x4_splat(0); 8];
+        unrolled!(I in 0 1 2 3 4 5 6 7; {
+            let (k, pair) = (I / 4, I % 4);
+            for (half, q) in q(I).into_iter().enumerate() {
+                let (lo, hi) = (u16x8_extend_low_u8x16(q), u16x8_extend_high_u8x16(q));
+                let y = a[2 * half + k];
+                rows[2 * pair] = i32x4_add(rows[2 * pair], i32x4_dot_i16x8(lo, y));
+                rows[2 * pair + 1] = i32x4_add(rows[2 * pair + 1], i32x4_dot_i16x8(hi, y));
+            }
+        });
+        eight_row_sums(&rows)
     }
 
     /// A repacked Q4_1 group's eight rows times the first `A` rows of `xs`:
@@ -1653,14 +1676,17 @@ mod imp {
     }
 }
 
+// The table, and the helpers repacked Q5_0's group kernel builds on.
 #[cfg(target_feature = "simd128")]
-pub(super) use imp::kernels;
+pub(super) use imp::{
+    kernels, lane_splat, load16, opaque, spread_fifth_bits, store16, unrolled, widened_x8_sums,
+    ScaleWidening,
+};
 // The helpers the relaxed-SIMD kernels build on.
 #[cfg(all(target_feature = "simd128", target_feature = "relaxed-simd"))]
 pub(super) use imp::{
-    hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
-    shr_bytes, shr_bytes_and, store16, unrolled, Q4_1GroupSums, Q8_0GroupSums, ScaleWidening,
-    Simd128Dots,
+    hsum_i32, load8, nibbles, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile, shr_bytes, shr_bytes_and,
+    Q4_1GroupSums, Q8_0GroupSums, Simd128Dots,
 };
 
 /// Without simd128 in the module the variant is never supported, so this
