@@ -53,6 +53,8 @@ mod neon_q8_0;
 #[cfg(target_family = "wasm")]
 mod relaxed_q4_k;
 #[cfg(target_family = "wasm")]
+mod relaxed_q6_k;
+#[cfg(target_family = "wasm")]
 mod relaxed_simd;
 #[cfg(target_family = "wasm")]
 mod simd128;

@@ -7,8 +7,8 @@
 //! A 16-byte load of the layout holds eight bytes of two rows, as Q4_0's
 //! 8x8 layout does: against eight activation bytes in both halves of a
 //! vector each relaxed dot leaves two lanes per row. A sub-block's four
-//! dots are summed (`DotForm::sum4`) and multiplied by the rows' 6-bit
-//! scales as they are widened (`i32x4.dot_i16x8_s`), so every sub-block
+//! dots are summed (`DotForm::sum_dots`) and multiplied by the rows' 6-bit
+//! scales (`scale_mul`: on the i16 form as they are widened), so every sub-block
 //! adds to the same i32 lanes and the rows' lanes are paired once per
 //! super-block. The mins meet the activations' 16-value sums the same way.
 //! The integer sums are exact and the float combination is
@@ -145,8 +145,9 @@ mod imp {
             unrolled!(P in 0 1 2 3; {
                 unrolled!(N in 0 1; {
                     let w = |k: usize| u.w[16 * C + 4 * k + P][N];
-                    let s = form.sum4(runs[N], [w(0), w(1), w(2), w(3)]);
-                    dots[P] = i32x4_add(dots[P], i32x4_dot_i16x8(s, u.scales[2 * C + N][P]));
+                    // Four dots of nibbles: 4·2·15·128 fits i16.
+                    let s = form.sum_dots(runs[N], [w(0), w(1), w(2), w(3)]);
+                    dots[P] = i32x4_add(dots[P], form.scale_mul(s, u.scales[2 * C + N][P]));
                 });
             });
         });

@@ -35,9 +35,10 @@
 //! Repacked Q5_0 goes through `wasm_q5_0`'s tile, its values plus 16
 //! (0..=31) the dot's 7-bit operand; repacked Q4_K through
 //! `relaxed_q4_k`'s, each sub-block's sum multiplied by its scale as it is
-//! widened (`DotForm::sum4`). Both equal the scalar `vec_dot` bit for bit.
+//! widened (`DotForm::sum_dots`, `scale_mul`); repacked Q6_K through
+//! `relaxed_q6_k`'s likewise. All equal the scalar `vec_dot` bit for bit.
 //!
-//! The group kernels (repacked Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K) and the k-quants'
+//! The group kernels (repacked Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K) and the k-quants'
 //! integer primitives come in two forms with
 //! the same exact sums, picked when the variant is chosen by how the engine
 //! lowers the dot (`dot_saturates_in_i16`): on the i32 dot, one instruction
@@ -132,6 +133,7 @@ mod imp {
             gemm_q8_0_x8: Some(gemm_q8_0_x8::<S>),
             gemm_q5_0_x8: Some(gemm_q5_0_x8::<S>),
             gemm_q4_k_x8: Some(crate::backend::cpu::relaxed_q4_k::gemm_q4_k_x8::<S>),
+            gemm_q6_k_x8: Some(crate::backend::cpu::relaxed_q6_k::gemm_q6_k_x8::<S>),
             ..crate::backend::cpu::simd128::kernels(base)
         }
     }
@@ -436,15 +438,19 @@ mod imp {
         /// it is.
         fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2];
 
-        /// Σ a[k]·w[k] over four dots, w in 0..=15, in a form whose
-        /// `i32x4.dot_i16x8_s` by a `scale_lanes` vector multiplies each
-        /// i32 lane's sum of sixteen products (|sum| <= 16·15·128 = 30720)
-        /// by its row's scale: the group kernels of the k-quants.
-        fn sum4(&self, a: [v128; 4], w: [v128; 4]) -> v128;
+        /// Σ a[k]·w[k] over `N` dots, w unsigned, in a form `scale_mul`
+        /// takes: per i32 lane the sum of 4·N products, which the i16 form
+        /// holds in two i16 lanes, so N·2·max(w)·128 must fit i16 (the
+        /// k-quants' group kernels: four dots of nibbles, two of Q6_K's
+        /// six-bit values).
+        fn sum_dots<const N: usize>(&self, a: [v128; N], w: [v128; N]) -> v128;
 
-        /// Scales as i16 lanes (lanes 0..4 one row's, 4..8 the next row's)
-        /// shaped for `sum4`'s results.
+        /// Signed scales as i16 lanes (lanes 0..4 one row's, 4..8 the next
+        /// row's), shaped for `scale_mul`.
         fn scale_lanes(&self, s: v128) -> v128;
+
+        /// Each i32 lane of `sum_dots`' `sum` times its row's scale, as i32.
+        fn scale_mul(&self, sum: v128, scale: v128) -> v128;
 
         /// `acc` plus, per lane, the sum of four products a·u of the
         /// lane's bytes, u in 0..=127 (`dot_i7`).
@@ -465,20 +471,25 @@ mod imp {
     struct I32Dots;
 
     impl DotForm for I32Dots {
-        /// The four dots in i32 lanes: each sum fits the lane's low 16 bits
-        /// as an i16, its high 16 bits only sign.
+        /// The dots in i32 lanes.
         #[inline(always)]
-        fn sum4(&self, a: [v128; 4], w: [v128; 4]) -> v128 {
-            let s = dot16(a[0], w[0]);
-            dot_i7(a[3], w[3], dot_i7(a[2], w[2], dot_i7(a[1], w[1], s)))
+        fn sum_dots<const N: usize>(&self, a: [v128; N], w: [v128; N]) -> v128 {
+            let mut s = dot16(a[0], w[0]);
+            for k in 1..N {
+                s = dot_i7(a[k], w[k], s);
+            }
+            s
         }
 
-        /// The scale in each i32 lane's low half and zero in its high half
-        /// (a logical shift of the repeated i16), so the widening multiply
-        /// leaves sum·scale.
+        /// Each i32 lane's scale (the repeated i16 shifted down with its sign).
         #[inline(always)]
         fn scale_lanes(&self, s: v128) -> v128 {
-            u32x4_shr(s, 16)
+            i32x4_shr(s, 16)
+        }
+
+        #[inline(always)]
+        fn scale_mul(&self, sum: v128, scale: v128) -> v128 {
+            i32x4_mul(sum, scale)
         }
 
         #[inline(always)]
@@ -534,18 +545,26 @@ mod imp {
     }
 
     impl DotForm for I16Dots {
-        /// The four dots summed in i16 lanes (two products of a nibble and
-        /// a byte each, four within 4·3840): the widening multiply adds
-        /// each lane pair times the scale.
+        /// The dots summed in i16 lanes, two products each.
         #[inline(always)]
-        fn sum4(&self, a: [v128; 4], w: [v128; 4]) -> v128 {
-            let d = |k: usize| i16x8_relaxed_dot_i8x16_i7x16(a[k], w[k]);
-            i16x8_add(i16x8_add(d(0), d(1)), i16x8_add(d(2), d(3)))
+        fn sum_dots<const N: usize>(&self, a: [v128; N], w: [v128; N]) -> v128 {
+            let mut s = i16x8_relaxed_dot_i8x16_i7x16(a[0], w[0]);
+            for k in 1..N {
+                s = i16x8_add(s, i16x8_relaxed_dot_i8x16_i7x16(a[k], w[k]));
+            }
+            s
         }
 
         #[inline(always)]
         fn scale_lanes(&self, s: v128) -> v128 {
             s
+        }
+
+        /// The widening multiply: each pair of i16 lanes times the scale,
+        /// added.
+        #[inline(always)]
+        fn scale_mul(&self, sum: v128, scale: v128) -> v128 {
+            i32x4_dot_i16x8(sum, scale)
         }
 
         #[inline(always)]
