@@ -38,9 +38,9 @@
 //! widened (`DotForm::sum_dots`, `scale_mul`); repacked Q6_K through
 //! `relaxed_q6_k`'s likewise. All equal the scalar `vec_dot` bit for bit.
 //!
-//! The group kernels (repacked Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K) and the k-quants'
-//! integer primitives come in two forms with
-//! the same exact sums, picked when the variant is chosen by how the engine
+//! The group kernels (repacked Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K) and
+//! the k-quants' integer primitives come in two forms with the same exact
+//! sums, picked when the variant is chosen by how the engine
 //! lowers the dot (`dot_saturates_in_i16`): on the i32 dot, one instruction
 //! where the CPU has VNNI or SDOT, or on the i16 dot where the i32 dot
 //! takes five instructions (V8 on x86 without AVX-VNNI, such as Zen 4),

@@ -14,12 +14,13 @@
 //! total with one fused multiply-add by `d(weight) × d(activation)`, as
 //! ggml's SIMD dot products scale their lanes: every native variant's group
 //! kernel equals the scalar one here bit for bit, and row-by-row `vec_dot`
-//! within rounding. wasm has no fused multiply-add: its kernels
-//! (`wasm_q5_0`) take `vec_dot`'s steps and equal it bit for bit. (Rounding matters: Gemma 3's chat golden moves by 1.5 at one
-//! step between the scalar `vec_dot`'s order and ggml's.) A SIMD kernel may
-//! take each value as unsigned (value + 16, the nibble with its fifth bit)
-//! and subtract 16 × the activation block's sum: the sums are computed once
-//! per product (`activation_sums`) and passed in.
+//! within rounding. (Rounding matters: Gemma 3's chat golden moves by 1.5 at
+//! one step between the scalar `vec_dot`'s order and ggml's.) wasm has no
+//! fused multiply-add: its kernels (`wasm_q5_0`) take `vec_dot`'s steps and
+//! equal it bit for bit, as the row-by-row products they replace. A SIMD
+//! kernel may take each value as unsigned (value + 16, the nibble with its
+//! fifth bit) and subtract 16 × the activation block's sum: the sums are
+//! computed once per product (`activation_sums`) and passed in.
 
 use half::f16;
 
