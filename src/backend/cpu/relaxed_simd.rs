@@ -66,9 +66,9 @@ mod imp {
     use crate::backend::cpu::repack_q8_0::BlockQ8_0x8;
     use crate::backend::cpu::scalar::check_dot;
     use crate::backend::cpu::simd128::{
-        hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4, q4_1_x8_tile, q8_0_x8_tile,
-        shr_bytes, shr_bytes_and, store16, unrolled, Q4_1GroupSums, Q8_0GroupSums, ScaleWidening,
-        Simd128Dots,
+        activation_offsets, hsum_i32, lane_splat, load16, nibbles, opaque, q4_1_rows4,
+        q4_1_x8_tile, q8_0_x8_tile, shr_bytes, shr_bytes_and, store16, unrolled, x8_half_load,
+        Q4_1GroupSums, Q8_0GroupSums, ScaleWidening, Simd128Dots,
     };
     use crate::backend::cpu::wasm_q5_0::{q5_0_x8_tile, FifthBits, Q5_0GroupSums};
     use crate::backend::cpu::widen::f16_to_f32;
@@ -226,7 +226,7 @@ mod imp {
 
     /// Repacked Q5_0's group kernel: `wasm_q5_0`'s tile, each block's
     /// values plus 16 (0..=31) the relaxed dot's 7-bit operand as the
-    /// nibbles are in `gemm_q4_1_x8` (`DotForm::sums`).
+    /// nibbles are in `gemm_q4_1_x8` (`DotForm::half_sums`).
     fn gemm_q5_0_x8<S: DotForm>(
         group: &[BlockQ5_0x8],
         x: &[BlockQ8_0],
@@ -243,8 +243,8 @@ mod imp {
 
     impl<S: DotForm> Q5_0GroupSums for S {
         #[inline(always)]
-        fn sums(&self, u: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
-            DotForm::sums(self, u, y)
+        fn half_sums(&self, u: &[[v128; 2]; 4], y: &[i8; 32]) -> v128 {
+            DotForm::half_sums(self, u, y)
         }
     }
 
@@ -325,7 +325,7 @@ mod imp {
     /// byte value of either side), made once per activation block for all
     /// eight rows: two dots per 16-byte load of weights. A load holds
     /// values 8k.. of two rows (`BlockQ8_0x8`), against eight activation
-    /// bytes in both halves of a vector, as `DotForm::sums` does for Q4_0
+    /// bytes in both halves of a vector, as `DotForm::half_sums` does for Q4_0
     /// and Q4_1. The integer sums equal SIMD128's (`WidenedQ8_0`), and the
     /// tile scales them alike: results equal SIMD128's bit for bit.
     struct SignSplitQ8_0 {
@@ -391,7 +391,7 @@ mod imp {
         ]
     }
 
-    /// Repacked Q4_1's sums on the relaxed dot (`DotForm::sums`).
+    /// Repacked Q4_1's sums on the relaxed dot (`DotForm::half_sums`).
     struct RelaxedSums<S> {
         /// 0x0F in every byte (`opaque`).
         low: v128,
@@ -399,44 +399,47 @@ mod imp {
     }
 
     impl<S: DotForm> Q4_1GroupSums for RelaxedSums<S> {
-        type Weights = [[v128; 2]; 8];
+        type Weights = [[v128; 2]; 4];
 
         #[inline(always)]
-        fn prepare(&self, b: &BlockQ4_1x8) -> Self::Weights {
-            x8_nibbles(&b.qs, self.low)
+        fn prepare(&self, b: &BlockQ4_1x8, h: usize) -> Self::Weights {
+            half_nibbles(&b.qs, h, self.low)
         }
 
         #[inline(always)]
-        fn sums(&self, _: &BlockQ4_1x8, w: &Self::Weights, y: &BlockQ8_1) -> [v128; 2] {
-            self.form.sums(w, &y.qs)
+        fn sums(&self, _: &BlockQ4_1x8, w: &Self::Weights, _: usize, y: &BlockQ8_1) -> v128 {
+            self.form.half_sums(w, &y.qs)
         }
     }
 
-    /// The nibbles of an 8-row group block's eight 16-byte loads
-    /// (`BlockQ4_1x8`, and `BlockQ4_0x8` outside aarch64, where its
-    /// nibbles are stored as they are): `w[i]` holds the low and high
-    /// nibbles of load `i`, values 8k.. and 16 + 8k.. (k = i / 4) of rows
-    /// 2(i % 4) and 2(i % 4) + 1. `low` is 0x0F in every byte.
+    /// The nibbles of an 8-row group block's four 16-byte loads that hold
+    /// rows 4h..4h + 4 (`BlockQ4_1x8`, and `BlockQ4_0x8` outside aarch64,
+    /// where its nibbles are stored as they are): `w[j]` holds the low and
+    /// high nibbles of the half's load j (`x8_half_load`), values 8k.. and
+    /// 16 + 8k.. (k = j / 2) of rows 4h + 2(j % 2) and the next. `low` is
+    /// 0x0F in every byte.
     #[inline(always)]
-    fn x8_nibbles(qs: &[u8; 128], low: v128) -> [[v128; 2]; 8] {
-        std::array::from_fn(|i| {
+    fn half_nibbles(qs: &[u8; 128], h: usize, low: v128) -> [[v128; 2]; 4] {
+        let n = |j: usize| {
+            let i = x8_half_load(h, j);
             let v = load16(&qs[16 * i..16 * i + 16]);
             [v128_and(v, low), v128_and(u16x8_shr(v, 4), low)]
-        })
+        };
+        [n(0), n(1), n(2), n(3)]
     }
 
     /// How the group kernels run the relaxed dot on this engine, in two
     /// forms with the same exact sums, the engine's faster one picked when
     /// the variant is chosen (`dot_saturates_in_i16`).
     pub(in crate::backend::cpu) trait DotForm: Copy + Default {
-        /// Σ q·y of the eight rows of an 8x8 group block against one
-        /// activation block, q in 0..=31 (the nibbles of `x8_nibbles`,
-        /// Q5_0's values plus 16): eight activation bytes in both halves of
-        /// a vector meet a load of two rows, so each dot leaves two lanes
-        /// per row (as SDOT does on NEON), and a pairwise add of four
-        /// vectors gives four rows' sums. q is the dot's 7-bit operand as
-        /// it is.
-        fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2];
+        /// Σ q·y of rows 4h..4h + 4 of an 8x8 group block against one
+        /// activation block, q in 0..=31 (the nibbles of `half_nibbles`,
+        /// Q5_0's values plus 16), in one vector: eight activation bytes
+        /// in both halves of a vector meet a load of two rows, so each dot
+        /// leaves two lanes per row (as SDOT does on NEON), and a pairwise
+        /// add of two vectors gives four rows' sums. q is the dot's 7-bit
+        /// operand as it is.
+        fn half_sums(&self, w: &[[v128; 2]; 4], y: &[i8; 32]) -> v128;
 
         /// Σ a[k]·w[k] over `N` dots, w unsigned, in a form `scale_mul`
         /// takes: per i32 lane the sum of 4·N products, which the i16 form
@@ -508,23 +511,25 @@ mod imp {
         }
 
         #[inline(always)]
-        fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
+        fn half_sums(&self, w: &[[v128; 2]; 4], y: &[i8; 32]) -> v128 {
             // a[c]: activation bytes 8c..8c + 8 in both halves.
             let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
-            // s[pair]: lanes 0 and 1 hold row 2·pair's sums, 2 and 3 the next row's.
-            let mut s = [i32x4_splat(0); 4];
-            unrolled!(I in 0 1 2 3 4 5 6 7; {
-                let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
-                s[pair] = dot_i7(a[k], lo, s[pair]);
-                s[pair] = dot_i7(a[2 + k], hi, s[pair]);
-            });
-            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+            // Lanes 0 and 1 hold row 4h + 2p's sums, 2 and 3 the next row's.
+            let pair = |p: usize| {
+                let ([l0, h0], [l1, h1]) = (w[p], w[2 + p]);
+                dot_i7(
+                    a[3],
+                    h1,
+                    dot_i7(a[1], l1, dot_i7(a[2], h0, dot16(a[0], l0))),
+                )
+            };
+            pair_rows(pair(0), pair(1))
         }
     }
 
     /// On the i16 dot (`pmaddubsw` alone on x86), results summed in i16
     /// lanes before one widening as far as their values allow: four dots
-    /// in `sums` (a lane is two products of a value q <= 31 and a byte,
+    /// in `half_sums` (a lane is two products of a value q <= 31 and a byte,
     /// |q·a + q'·a'| <= 2·31·128 = 7936, and four stay within 31744), two
     /// in `pair`; Q8_0's, as large as 2·128·127, one at a time (`dot`).
     #[derive(Clone, Copy)]
@@ -589,32 +594,37 @@ mod imp {
         }
 
         #[inline(always)]
-        fn sums(&self, w: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
+        fn half_sums(&self, w: &[[v128; 2]; 4], y: &[i8; 32]) -> v128 {
             let a = doubled_runs(load16(&y[..16]), load16(&y[16..]));
-            // s[pair]: lanes 0..4 hold row 2·pair's sums, 4..8 the next row's.
-            let mut s = [i16x8_splat(0); 4];
-            unrolled!(I in 0 1 2 3 4 5 6 7; {
-                let (k, pair, [lo, hi]) = (I / 4, I % 4, w[I]);
-                s[pair] = i16x8_add(s[pair], i16x8_relaxed_dot_i8x16_i7x16(a[k], lo));
-                s[pair] = i16x8_add(s[pair], i16x8_relaxed_dot_i8x16_i7x16(a[2 + k], hi));
-            });
-            // Widened by `extadd_pairwise`, not by `ones`: Q4_0's tile
-            // holds sixteen weight vectors, and with `ones` in a register
-            // as well Chromium's Q4_0 prompts gained 13% over the i32 dot,
-            // against 21-44% so. (A closure: the intrinsic, a
-            // target-feature function, is no `Fn`.)
-            let s = s.map(|v| i32x4_extadd_pairwise_i16x8(v));
-            [pair_rows(s[0], s[1]), pair_rows(s[2], s[3])]
+            let d = |a: v128, u: v128| i16x8_relaxed_dot_i8x16_i7x16(a, u);
+            // Lanes 0..4 hold row 4h + 2p's sums, 4..8 the next row's,
+            // widened by `extadd_pairwise`: with `ones` in a register
+            // Chromium's Q4_0 tokens ran 12-22% slower.
+            let pair = |p: usize| {
+                let ([l0, h0], [l1, h1]) = (w[p], w[2 + p]);
+                let s = i16x8_add(
+                    i16x8_add(d(a[0], l0), d(a[2], h0)),
+                    i16x8_add(d(a[1], l1), d(a[3], h1)),
+                );
+                i32x4_extadd_pairwise_i16x8(s)
+            };
+            pair_rows(pair(0), pair(1))
         }
     }
 
     /// The 8x8 layout's eight rows times the first `A` rows of `xs`:
     /// `res[a][r]` = row r · activation row a, the nibbles' sums as
-    /// `DotForm` makes them (each activation vector serves four
-    /// loads, where the 4x4 layout splats four bytes per dot), with 8·Σy
-    /// (from `ss`, the activation blocks' sums) taken off per block. Exact,
-    /// then scaled in `vec_dot`'s order but for the last multiply, fused
-    /// into the add: within rounding of the scalar `vec_dot` of its row.
+    /// `DotForm` makes them (each activation vector serves two loads,
+    /// where the 4x4 layout splats four bytes per dot), with 8·Σy (from
+    /// `ss`, the activation blocks' sums) taken off per block. Exact, then
+    /// scaled in `vec_dot`'s order but for the last multiply, fused into
+    /// the add: within rounding of the scalar `vec_dot` of its row.
+    ///
+    /// Each block goes in two halves, rows 0..4 then 4..8: eight nibble
+    /// vectors live across the activation rows rather than sixteen, which
+    /// with the eight accumulators overflowed x86's sixteen registers in
+    /// V8 (122 of the loop's 540 instructions were spills). Chromium's
+    /// Q4_0 prompts ran 10% faster, its tokens 8-21%.
     #[inline(always)]
     fn q4_0_x8_tile<const A: usize>(
         group: &[BlockQ4_0x8],
@@ -629,21 +639,21 @@ mod imp {
         let mut acc = [[f32x4_splat(0.0); 2]; A];
         let widen = ScaleWidening::opaque();
         for (bi, b) in group.iter().enumerate() {
-            let w = x8_nibbles(&b.qs, low);
             let [dw] = widen.block_scales([&b.d]);
             let dy = widen.activation_scales::<A>(std::array::from_fn(|a| xs[a][bi].d));
-            // Unrolled by hand: as a loop, V8 kept `acc` in memory.
-            unrolled!(I in 0 1 2 3; {
-                if I < A {
-                    let s = form.sums(&w, &xs[I][bi].qs);
-                    // 8·Σy over the block (|Σy| <= 32·128), in every lane.
-                    let e = i32x4_splat(8 * ss[I][bi]);
-                    let dyi = lane_splat(dy, I);
-                    for h in 0..2 {
-                        let q = f32x4_convert_i32x4(i32x4_sub(s[h], e));
-                        acc[I][h] = f32x4_relaxed_madd(f32x4_mul(q, dw[h]), dyi, acc[I][h]);
+            // 8·Σy over each row's block (|Σy| <= 32·128), a lane each.
+            let e = activation_offsets::<A>(&ss, bi, 3);
+            unrolled!(H in 0 1; {
+                let w = half_nibbles(&b.qs, H, low);
+                // Unrolled by hand: as a loop, V8 kept `acc` in memory.
+                unrolled!(I in 0 1 2 3; {
+                    if I < A {
+                        let s = form.half_sums(&w, &xs[I][bi].qs);
+                        let dyi = lane_splat(dy, I);
+                        let q = f32x4_convert_i32x4(i32x4_sub(s, lane_splat(e, I)));
+                        acc[I][H] = f32x4_relaxed_madd(f32x4_mul(q, dw[H]), dyi, acc[I][H]);
                     }
-                }
+                });
             });
         }
         for (res, acc) in res.iter_mut().zip(acc) {

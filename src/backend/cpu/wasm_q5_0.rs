@@ -21,19 +21,19 @@ mod imp {
     use crate::backend::cpu::group_tiles::{by_take, gemm_sums_in_tiles};
     use crate::backend::cpu::repack_q5_0::BlockQ5_0x8;
     use crate::backend::cpu::simd128::{
-        lane_splat, load16, opaque, spread_fifth_bits, store16, unrolled, widened_x8_sums,
-        ScaleWidening,
+        activation_offsets, lane_splat, load16, opaque, spread_fifth_bits, store16, unrolled,
+        widened_half_sums, x8_half_load, ScaleWidening,
     };
     use crate::tensor::blocks::BlockQ8_0;
 
     // Safety: as in `simd128` (a module built with simd128, loads through
     // the bounds-checked `load16`); the frame checks the slices' lengths.
 
-    /// How a wasm variant sums a group block's eight rows of values (as
-    /// `FifthBits::values` gives them: value + 16, in 0..=31) against one
-    /// activation block: rows 0..4 and 4..8 in two vectors.
+    /// How a wasm variant sums a group block's rows 4h..4h + 4 of values (as
+    /// `FifthBits::half_values` gives them: value + 16, in 0..=31) against
+    /// one activation block, in one vector.
     pub(in crate::backend::cpu) trait Q5_0GroupSums {
-        fn sums(&self, u: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2];
+        fn half_sums(&self, u: &[[v128; 2]; 4], y: &[i8; 32]) -> v128;
     }
 
     /// The masks of a group block's decoding, made once per tile (`opaque`:
@@ -60,26 +60,32 @@ mod imp {
             }
         }
 
-        /// A group block's values plus 16 (0..=31) as bytes, in the 8x8
-        /// layout's order: `u[i]` holds the values of load i's low nibbles
-        /// (8k.., k = i / 4) and of its high nibbles (16 + 8k..), each
-        /// eight of row 2(i % 4), then eight of row 2(i % 4) + 1. Row r's
-        /// fifth bits are `qh[4r..4r + 4]`: byte k for values 8k..,
-        /// byte 2 + k for 16 + 8k...
+        /// Rows 4h..4h + 4 of a group block, values plus 16 (0..=31) as
+        /// bytes, in the 8x8 layout's order: `u[j]` holds the values of
+        /// load i's low nibbles (8k.., k = i / 4) and of its high nibbles
+        /// (16 + 8k..), each eight of row 2(i % 4), then eight of row
+        /// 2(i % 4) + 1, for the half's loads i (`x8_half_load`). Row r's
+        /// fifth bits are `qh[4r..4r + 4]`: byte k for values 8k.., byte
+        /// 2 + k for 16 + 8k...
         #[inline(always)]
-        pub(in crate::backend::cpu) fn values(&self, b: &BlockQ5_0x8) -> [[v128; 2]; 8] {
+        pub(in crate::backend::cpu) fn half_values(
+            &self,
+            b: &BlockQ5_0x8,
+            h: usize,
+        ) -> [[v128; 2]; 4] {
             // Written out (`unrolled!`): through `array::from_fn` V8 got
             // an outlined function filling the array in memory, 8% of
             // Chromium's time for Gemma 3.
-            let mut u = [[u8x16_splat(0); 2]; 8];
-            unrolled!(I in 0 1 2 3 4 5 6 7; {
-                let (k, pair) = (I / 4, I % 4);
-                let v = load16(&b.qs[16 * I..16 * I + 16]);
+            let mut u = [[u8x16_splat(0); 2]; 4];
+            unrolled!(J in 0 1 2 3; {
+                let i = x8_half_load(h, J);
+                let (k, pair) = (i / 4, i % 4);
+                let v = load16(&b.qs[16 * i..16 * i + 16]);
                 let (r0, r1) = (8 * pair, 8 * pair + 4);
                 let high = |at: usize| {
                     spread_fifth_bits(b.qh[r0 + at], b.qh[r1 + at], self.bits, self.sixteen)
                 };
-                u[I] = [
+                u[J] = [
                     v128_or(v128_and(v, self.low), high(k)),
                     v128_or(v128_and(u16x8_shr(v, 4), self.low), high(2 + k)),
                 ];
@@ -107,22 +113,22 @@ mod imp {
         let mut acc = [[f32x4_splat(0.0); 2]; A];
         let widen = ScaleWidening::opaque();
         for (bi, b) in group.iter().enumerate() {
-            let u = fifth.values(b);
             let [dw] = widen.block_scales([&b.d]);
             let dy = widen.activation_scales::<A>(std::array::from_fn(|a| xs[a][bi].d));
-            // Unrolled by hand, as the other group tiles (V8 kept a
-            // loop's accumulators in memory).
-            unrolled!(I in 0 1 2 3; {
-                if I < A {
-                    let s = way.sums(&u, &xs[I][bi].qs);
-                    // 16·Σy over the block (|Σy| <= 32·128), in every lane.
-                    let e = i32x4_splat(16 * ss[I][bi]);
-                    let dyi = lane_splat(dy, I);
-                    for h in 0..2 {
-                        let q = f32x4_convert_i32x4(i32x4_sub(s[h], e));
-                        acc[I][h] = f32x4_add(acc[I][h], f32x4_mul(f32x4_mul(q, dw[h]), dyi));
+            // 16·Σy over each row's block (|Σy| <= 32·128), a lane each.
+            let e = activation_offsets::<A>(&ss, bi, 4);
+            // Rows 0..4, then 4..8, as the other group tiles. Unrolled by
+            // hand (V8 kept a loop's accumulators in memory).
+            unrolled!(H in 0 1; {
+                let u = fifth.half_values(b, H);
+                unrolled!(I in 0 1 2 3; {
+                    if I < A {
+                        let s = way.half_sums(&u, &xs[I][bi].qs);
+                        let q = f32x4_convert_i32x4(i32x4_sub(s, lane_splat(e, I)));
+                        let dyi = lane_splat(dy, I);
+                        acc[I][H] = f32x4_add(acc[I][H], f32x4_mul(f32x4_mul(q, dw[H]), dyi));
                     }
-                }
+                });
             });
         }
         for (res, acc) in res.iter_mut().zip(acc) {
@@ -132,13 +138,13 @@ mod imp {
     }
 
     /// SIMD128's sums: values and activations widened to i16 and multiplied
-    /// in pairs, as SIMD128's repacked Q4_1 does (`widened_x8_sums`).
+    /// in pairs, as SIMD128's repacked Q4_1 does (`widened_half_sums`).
     struct WidenedQ5_0;
 
     impl Q5_0GroupSums for WidenedQ5_0 {
         #[inline(always)]
-        fn sums(&self, u: &[[v128; 2]; 8], y: &[i8; 32]) -> [v128; 2] {
-            widened_x8_sums(|i| u[i], y)
+        fn half_sums(&self, u: &[[v128; 2]; 4], y: &[i8; 32]) -> v128 {
+            widened_half_sums(|j| u[j], y)
         }
     }
 
