@@ -250,10 +250,11 @@ mod imp {
     }
 
     /// `rows::round_f16` four at a time, in integer steps (wasm has no f16
-    /// conversion): `half`'s value for every f32, bit for bit but for a
-    /// NaN's payload bits below f16's (the kernel tests ask for a NaN of the
-    /// same sign). Scalar, it was 3% of Chromium's prompt time (the queries
-    /// and weights of attention over the f16 cache).
+    /// conversion): `half`'s value for every f32, bit for bit (a NaN comes
+    /// out quiet with its sign and the payload bits f16 keeps, as `half`
+    /// makes it; the kernel test asks for a NaN of the same sign). Scalar,
+    /// it was 3% of Chromium's prompt time (the queries and weights of
+    /// attention over the f16 cache).
     fn round_f16(x: &[f32], out: &mut [f32]) {
         crate::backend::cpu::rows::check_round(x, out);
         let mut xs = x.chunks_exact(4);
